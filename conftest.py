@@ -1,0 +1,3 @@
+"""Root conftest: loads the transformer-spec pytest plugin (``--impl``, the ``impl`` fixture)."""
+
+pytest_plugins = ["transformer_spec.plugin"]

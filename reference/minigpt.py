@@ -1,0 +1,142 @@
+"""MiniGPT: a decoder-only Transformer language model (seed 000 step 7).
+
+    logits = lm_head(final_norm(blocks(pos_encoding(token_embed(tokens) * sqrt(d_model)))))
+
+with a causal mask in every block and ``lm_head.weight`` tied to ``token_embed.weight``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ._validation import check_dropout, check_heads, check_positive_int, check_tokens
+from .blocks import TransformerEncoderBlock
+from .position import SinusoidalPositionEncoding
+
+
+class MiniGPT(nn.Module):
+    """Token embedding + sinusoidal positions, ``num_layers`` Pre-LN blocks, LayerNorm, LM head."""
+
+    def __init__(self, vocab_size, d_model=128, num_heads=4, num_layers=4, d_ff=512,
+                 max_len=128, dropout=0.1):
+        super().__init__()
+        check_positive_int("vocab_size", vocab_size)
+        check_heads(d_model, num_heads)
+        check_positive_int("num_layers", num_layers)
+        check_positive_int("d_ff", d_ff)
+        check_positive_int("max_len", max_len)
+        check_dropout(dropout)
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.max_len = max_len
+        self.token_embed = nn.Embedding(vocab_size, d_model)
+        self.pos_encoding = SinusoidalPositionEncoding(d_model, max_len)
+        self.blocks = nn.ModuleList(
+            [TransformerEncoderBlock(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)]
+        )
+        self.final_norm = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        self.apply(_init_weights)
+        # Weight tying: one (vocab, D) matrix both embeds tokens and scores them.
+        self.lm_head.weight = self.token_embed.weight
+        # Built once for max_len and cropped per call, True above the diagonal = blocked.
+        self.register_buffer(
+            "causal_mask", torch.triu(torch.ones(max_len, max_len, dtype=torch.bool), diagonal=1)
+        )
+
+    def forward(self, tokens, return_attn=False):
+        """``tokens (B, L) long`` -> ``(logits (B, L, vocab), attn_maps)``.
+
+        ``attn_maps`` is a list of ``num_layers`` tensors ``(B, H, L, L)`` when
+        ``return_attn=True``, else ``None``.
+        """
+        check_tokens("tokens", tokens, self.vocab_size, self.max_len)
+        ### BEGIN SOLUTION
+        L = tokens.size(1)
+        mask = self.causal_mask[:L, :L]  # (L, L), broadcasts to (B, H, L, L)
+        x = self.token_embed(tokens) * math.sqrt(self.d_model)  # (B, L, D)
+        x = self.pos_encoding(x)
+        attn_maps = []
+        for block in self.blocks:
+            x, weights = block(x, mask)
+            attn_maps.append(weights)  # (B, H, L, L)
+        logits = self.lm_head(self.final_norm(x))  # (B, L, vocab)
+        return logits, (attn_maps if return_attn else None)
+        ### END SOLUTION
+
+    def generate(self, seed_tokens, max_new_tokens=50, temperature=0.8, top_k=None, generator=None):
+        """Sample ``max_new_tokens`` tokens one at a time after ``seed_tokens``.
+
+        Each step feeds the last ``max_len`` tokens, takes the logits of the last position,
+        divides them by ``temperature`` (``0`` = greedy argmax), keeps the ``top_k`` most likely
+        if given, and samples from ``softmax`` with ``generator``. Runs under ``no_grad`` in eval
+        mode and restores the previous train/eval mode. Returns a list of ints: the seed tokens
+        followed by the new ones.
+        """
+        tokens = _check_seed_tokens(seed_tokens, self.vocab_size)
+        check_positive_int("max_new_tokens", max_new_tokens)
+        if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or temperature < 0:
+            raise ValueError(f"temperature must be a float >= 0 (0 = greedy), got temperature={temperature!r}")
+        if top_k is not None:
+            check_positive_int("top_k", top_k)
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+        ### BEGIN SOLUTION
+        was_training = self.training
+        self.eval()
+        device = self.token_embed.weight.device
+        try:
+            with torch.no_grad():
+                for _ in range(max_new_tokens):
+                    window = torch.tensor([tokens[-self.max_len:]], device=device)  # (1, <=max_len)
+                    logits, _ = self(window)
+                    next_logits = logits[0, -1].float()  # (vocab,)
+                    if temperature == 0:
+                        next_token = int(next_logits.argmax())
+                    else:
+                        next_logits = next_logits / temperature
+                        if top_k is not None and top_k < next_logits.numel():
+                            kth_best = torch.topk(next_logits, top_k).values[-1]
+                            next_logits = next_logits.masked_fill(next_logits < kth_best, float("-inf"))
+                        probs = F.softmax(next_logits, dim=-1)
+                        next_token = int(torch.multinomial(probs, 1, generator=generator))
+                    tokens.append(next_token)
+        finally:
+            self.train(was_training)
+        return tokens
+        ### END SOLUTION
+
+
+def _check_seed_tokens(seed_tokens, vocab_size: int) -> list[int]:
+    """A non-empty list (or 1-D tensor) of ids in ``[0, vocab_size)`` -> a fresh list of ints."""
+    if isinstance(seed_tokens, torch.Tensor):
+        if seed_tokens.dim() != 1 or seed_tokens.dtype.is_floating_point:
+            raise ValueError(
+                f"seed_tokens must be a list of ints or a 1-D integer tensor, "
+                f"got a tensor of shape {tuple(seed_tokens.shape)} and dtype {seed_tokens.dtype}"
+            )
+        seed_tokens = seed_tokens.tolist()
+    if isinstance(seed_tokens, (str, bytes)) or not hasattr(seed_tokens, "__iter__"):
+        raise TypeError(f"seed_tokens must be a list of ints, got {type(seed_tokens).__name__}")
+    tokens = list(seed_tokens)
+    if not tokens:
+        raise ValueError("seed_tokens must hold at least one token id, got an empty sequence")
+    for t in tokens:
+        if isinstance(t, bool) or not isinstance(t, numbers.Integral):
+            raise TypeError(f"seed_tokens must hold ints, got {t!r} ({type(t).__name__})")
+        if not 0 <= t < vocab_size:
+            raise ValueError(f"seed_tokens holds id {t}, outside the vocabulary [0, {vocab_size - 1}]")
+    return [int(t) for t in tokens]
+
+
+def _init_weights(module: nn.Module) -> None:
+    """Small normal initial weights (std 0.02, as GPT-2 and nanoGPT) and zero biases."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)

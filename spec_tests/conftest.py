@@ -1,0 +1,10 @@
+"""Fixtures shared by the golden tests (the ``impl`` fixture comes from the plugin)."""
+
+import pytest
+import torch
+
+
+@pytest.fixture(params=[torch.float32, torch.float64], ids=["float32", "float64"])
+def dtype(request) -> torch.dtype:
+    """Every numeric test runs in float32 and float64."""
+    return request.param

@@ -1,0 +1,207 @@
+"""The submission loader: the one place that decides which implementation is under test.
+
+``TARGET`` is, in this order of preference,
+
+* the ``--impl`` option of pytest (or of a tool),
+* the environment variable ``TRANSFORMER_IMPL``,
+* ``reference``, the project's own implementation.
+
+A target is an importable module name (``reference``, ``mypkg.transformer``), a path to a
+``.py`` file, or a path to a package folder (one with ``__init__.py``). Loading never raises:
+a submission that cannot be imported (syntax error, exception or ``sys.exit`` at import time,
+missing dependency) gives a :class:`Submission` whose every use raises
+:class:`SubmissionImportError` with one line naming the cause; a name the submission does not
+define raises :class:`NotSubmitted` only where it is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+
+from .contract import BY_NAME
+
+ENV_VAR = "TRANSFORMER_IMPL"
+DEFAULT_TARGET = "reference"
+
+
+class SubmissionError(Exception):
+    """Base class: the submission, not the test, is at fault. Its message is one readable line."""
+
+
+class SubmissionImportError(SubmissionError):
+    """The submission could not be imported at all."""
+
+
+class NotSubmitted(SubmissionError, AttributeError):
+    """A contract name that the submission does not define."""
+
+
+def resolve_target(option: str | None = None, environ: dict | None = None) -> str:
+    """The target to load: ``option`` if given, else ``$TRANSFORMER_IMPL``, else ``reference``."""
+    environ = os.environ if environ is None else environ
+    return option or environ.get(ENV_VAR) or DEFAULT_TARGET
+
+
+class Submission:
+    """The implementation under test. Attribute access returns the submission's names.
+
+    ``submission.MultiHeadAttention`` is the submission's class; a missing contract name raises
+    :class:`NotSubmitted`, and everything raises :class:`SubmissionImportError` if the
+    submission could not be imported.
+    """
+
+    def __init__(self, target: str, module: ModuleType | None, error: str | None):
+        self.target = target
+        self.module = module
+        self.error = error
+
+    @property
+    def origin(self) -> str:
+        """Where the code under test lives (a file or folder), for report headers."""
+        if self.module is None:
+            return self.target
+        return getattr(self.module, "__file__", None) or self.target
+
+    def has(self, name: str) -> bool:
+        """Whether the submission was imported and defines ``name`` (``"MiniGPT.generate"`` too)."""
+        try:
+            self.get(name)
+        except SubmissionError:
+            return False
+        return True
+
+    def get(self, name: str):
+        """The submission's ``name``; dotted names such as ``MiniGPT.generate`` reach methods."""
+        if self.error is not None:
+            raise SubmissionImportError(self.error)
+        obj = self.module
+        for part in name.split("."):
+            try:
+                obj = getattr(obj, part)
+            except AttributeError:
+                raise NotSubmitted(_not_submitted_message(name)) from None
+        return obj
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self.get(name)
+
+    def __repr__(self) -> str:
+        state = f"error={self.error!r}" if self.error else f"origin={self.origin!r}"
+        return f"Submission({self.target!r}, {state})"
+
+
+def _not_submitted_message(name: str) -> str:
+    entry = BY_NAME.get(name)
+    if entry is None:
+        return f"`{name}` is not defined by the submission"
+    return (
+        f"`{name}` is not defined by the submission (component '{entry.component}'); "
+        f"the contract asks for: {entry.row}"
+    )
+
+
+def _is_path(target: str) -> bool:
+    """Paths are loaded from the file system; anything else is imported by module name."""
+    if target.endswith(".py") or os.sep in target or "/" in target:
+        return True
+    return Path(target).exists() and not _importable(target)
+
+
+def _module_name_for(path: Path) -> str:
+    stem = path.stem if path.suffix == ".py" else path.name
+    return "_submission_" + re.sub(r"\W", "_", stem)
+
+
+def _import_from_path(target: str) -> ModuleType:
+    path = Path(target).expanduser().resolve()
+    if not path.exists():
+        raise FileNotFoundError(f"no such file or folder: {target}")
+    if path.is_dir():
+        init = path / "__init__.py"
+        if not init.exists():
+            raise FileNotFoundError(
+                f"{target} is a folder without __init__.py; point --impl at a .py file or a package folder"
+            )
+        spec = importlib.util.spec_from_file_location(
+            _module_name_for(path), init, submodule_search_locations=[str(path)]
+        )
+    elif path.suffix == ".py":
+        spec = importlib.util.spec_from_file_location(_module_name_for(path), path)
+    else:
+        raise FileNotFoundError(f"{target} is neither a .py file nor a package folder")
+    module = importlib.util.module_from_spec(spec)
+    # Registered before it runs so that relative imports inside a package folder resolve; its
+    # parent folder goes at the end of sys.path so sibling modules import without shadowing
+    # installed packages.
+    sys.modules[spec.name] = module
+    parent = str(path.parent)
+    if parent not in sys.path:
+        sys.path.append(parent)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(spec.name, None)
+        raise
+    return module
+
+
+def _import(target: str) -> ModuleType:
+    if _is_path(target):
+        return _import_from_path(target)
+    return importlib.import_module(target)
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def describe_import_failure(target: str, exc: BaseException) -> str:
+    """One line naming why ``target`` could not be imported, with the submission's own location."""
+    where = ""
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if "importlib" not in f.filename and "transformer_spec" not in f.filename]
+    if own:
+        where = f" (at {own[-1].filename}:{own[-1].lineno})"
+    if isinstance(exc, SyntaxError):
+        return (
+            f"the submission {target!r} could not be imported: SyntaxError: {exc.msg} "
+            f"(at {exc.filename}:{exc.lineno})"
+        )
+    if isinstance(exc, ModuleNotFoundError) and exc.name != target:
+        return (
+            f"the submission {target!r} could not be imported: it needs the module "
+            f"{exc.name!r}, which is not installed{where}"
+        )
+    if isinstance(exc, FileNotFoundError) and not own:
+        return f"the submission {target!r} could not be loaded: {exc}"
+    if isinstance(exc, ModuleNotFoundError):
+        return f"the submission {target!r} could not be found: no module or path of that name"
+    if isinstance(exc, SystemExit):
+        return f"the submission {target!r} called sys.exit({exc.code!r}) while being imported{where}"
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return (
+        f"the submission {target!r} raised {type(exc).__name__} while being imported"
+        f"{': ' + message if message else ''}{where}"
+    )
+
+
+def load(target: str | None = None) -> Submission:
+    """Import ``target`` (see :func:`resolve_target`) and wrap it; never raises."""
+    target = resolve_target(target)
+    try:
+        module = _import(target)
+    except BaseException as exc:  # noqa: BLE001 - whatever a submission raises is reported, not propagated
+        return Submission(target, None, describe_import_failure(target, exc))
+    return Submission(target, module, None)
