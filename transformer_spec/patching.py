@@ -1,0 +1,43 @@
+"""Broken copies of the reference, made by small source patches.
+
+A patch is ``(file, old, new)``: in ``reference/<file>``, the text ``old`` (which must occur
+exactly once, so a patch that no longer applies is noticed) becomes ``new``. Tests use this to
+show that the suite catches a mistake; the pitfall catalogue is a list of such patches.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from . import loader
+
+REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference"
+Patch = tuple[str, str, str]
+_counter = itertools.count()
+
+
+class PatchError(ValueError):
+    """A patch whose ``old`` text does not occur exactly once in its file."""
+
+
+def write_patched_reference(dest: Path, patches: Iterable[Patch], name: str = "broken") -> Path:
+    """Copy ``reference/`` to ``dest/<name>`` with ``patches`` applied; returns the package folder."""
+    pkg = Path(dest) / name
+    shutil.copytree(REFERENCE_DIR, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    for file, old, new in patches:
+        path = pkg / file
+        text = path.read_text()
+        count = text.count(old)
+        if count != 1:
+            raise PatchError(f"patch for reference/{file}: expected the text once, found it {count} times: {old!r}")
+        path.write_text(text.replace(old, new))
+    return pkg
+
+
+def load_patched_reference(dest: Path, patches: Iterable[Patch], name: str = "broken") -> loader.Submission:
+    """:func:`write_patched_reference`, then load it through the loader under a unique name."""
+    pkg = write_patched_reference(dest, patches, f"{name}_{next(_counter)}")
+    return loader.load(str(pkg))
