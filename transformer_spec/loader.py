@@ -169,32 +169,26 @@ def _importable(name: str) -> bool:
 
 def describe_import_failure(target: str, exc: BaseException) -> str:
     """One line naming why ``target`` could not be imported, with the submission's own location."""
-    where = ""
+    return f"the submission {target!r} could not be imported: {_reason(target, exc)}"
+
+
+def _reason(target: str, exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     own = [f for f in frames if "importlib" not in f.filename and "transformer_spec" not in f.filename]
-    if own:
-        where = f" (at {own[-1].filename}:{own[-1].lineno})"
+    where = f" (at {own[-1].filename}:{own[-1].lineno})" if own else ""
     if isinstance(exc, SyntaxError):
-        return (
-            f"the submission {target!r} could not be imported: SyntaxError: {exc.msg} "
-            f"(at {exc.filename}:{exc.lineno})"
-        )
+        return f"SyntaxError: {exc.msg} (at {exc.filename}:{exc.lineno})"
     if isinstance(exc, ModuleNotFoundError) and exc.name != target:
-        return (
-            f"the submission {target!r} could not be imported: it needs the module "
-            f"{exc.name!r}, which is not installed{where}"
-        )
-    if isinstance(exc, FileNotFoundError) and not own:
-        return f"the submission {target!r} could not be loaded: {exc}"
+        return f"it needs the module {exc.name!r}, which is not installed{where}"
     if isinstance(exc, ModuleNotFoundError):
-        return f"the submission {target!r} could not be found: no module or path of that name"
+        return "no module or path of that name exists"
+    if isinstance(exc, FileNotFoundError) and not own:
+        return str(exc)
     if isinstance(exc, SystemExit):
-        return f"the submission {target!r} called sys.exit({exc.code!r}) while being imported{where}"
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return (
-        f"the submission {target!r} raised {type(exc).__name__} while being imported"
-        f"{': ' + message if message else ''}{where}"
-    )
+        return f"it called sys.exit({exc.code!r}) while being imported{where}"
+    lines = str(exc).strip().splitlines()
+    message = f": {lines[0]}" if lines else ""
+    return f"it raised {type(exc).__name__} while being imported{message}{where}"
 
 
 def load(target: str | None = None) -> Submission:
