@@ -1,0 +1,206 @@
+"""Helpers shared by the golden tests: known weights set by the contract's parameter names.
+
+A test that needs known weights never relies on a submission's initialisation: it builds the
+weights itself (:func:`seeded_parameters` from the shapes the contract implies, e.g.
+:func:`mha_shapes`) and copies them into the submission's module with :func:`set_parameters`,
+which only touches the contract's names (``state_dict`` keys of parameters) and fails with a
+readable message when one is missing. The ``torch_*`` builders make PyTorch's own modules with
+the same weights, to serve as an independent oracle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import torch
+import torch.nn as nn
+
+Shapes = dict[str, tuple[int, ...]]
+
+
+# --------------------------------------------------------------------------- contract shapes
+def mha_shapes(d_model: int, prefix: str = "") -> Shapes:
+    """``W_Q, W_K, W_V, W_O``: ``nn.Linear(D, D, bias=False)``."""
+    return {f"{prefix}{n}.weight": (d_model, d_model) for n in ("W_Q", "W_K", "W_V", "W_O")}
+
+
+def ffn_shapes(d_model: int, d_ff: int, prefix: str = "") -> Shapes:
+    """``linear1: Linear(D, d_ff)``, ``linear2: Linear(d_ff, D)``."""
+    return {
+        f"{prefix}linear1.weight": (d_ff, d_model), f"{prefix}linear1.bias": (d_ff,),
+        f"{prefix}linear2.weight": (d_model, d_ff), f"{prefix}linear2.bias": (d_model,),
+    }
+
+
+def layernorm_shapes(d_model: int, prefix: str) -> Shapes:
+    return {f"{prefix}weight": (d_model,), f"{prefix}bias": (d_model,)}
+
+
+def encoder_block_shapes(d_model: int, d_ff: int, prefix: str = "") -> Shapes:
+    """``self_attn``, ``ffn``, ``norm1``, ``norm2`` of ``TransformerEncoderBlock``."""
+    return {
+        **mha_shapes(d_model, f"{prefix}self_attn."),
+        **ffn_shapes(d_model, d_ff, f"{prefix}ffn."),
+        **layernorm_shapes(d_model, f"{prefix}norm1."),
+        **layernorm_shapes(d_model, f"{prefix}norm2."),
+    }
+
+
+def decoder_block_shapes(d_model: int, d_ff: int, prefix: str = "") -> Shapes:
+    """``self_attn``, ``cross_attn``, ``ffn``, ``norm1..3`` of ``TransformerDecoderBlock``."""
+    return {
+        **mha_shapes(d_model, f"{prefix}self_attn."),
+        **mha_shapes(d_model, f"{prefix}cross_attn."),
+        **ffn_shapes(d_model, d_ff, f"{prefix}ffn."),
+        **layernorm_shapes(d_model, f"{prefix}norm1."),
+        **layernorm_shapes(d_model, f"{prefix}norm2."),
+        **layernorm_shapes(d_model, f"{prefix}norm3."),
+    }
+
+
+def minigpt_shapes(vocab_size: int, d_model: int, num_layers: int, d_ff: int) -> Shapes:
+    """``token_embed``, ``blocks.i.*``, ``final_norm`` (``lm_head.weight`` is tied, see
+    :func:`minigpt_parameters`)."""
+    shapes: Shapes = {"token_embed.weight": (vocab_size, d_model)}
+    for i in range(num_layers):
+        shapes.update(encoder_block_shapes(d_model, d_ff, f"blocks.{i}."))
+    shapes.update(layernorm_shapes(d_model, "final_norm."))
+    return shapes
+
+
+# --------------------------------------------------------------------------- seeded weights
+def seeded_parameters(shapes: Mapping[str, tuple[int, ...]], seed: int,
+                      dtype: torch.dtype = torch.float64) -> dict[str, torch.Tensor]:
+    """Weights for ``shapes`` drawn from ``torch.Generator().manual_seed(seed)`` in float64.
+
+    Independent of any implementation: names are visited in the order given. LayerNorm weights
+    (names containing ``norm``) are ``1 + 0.1 N(0, 1)``, biases ``0.1 N(0, 1)``, embeddings
+    ``0.5 N(0, 1)``, other matrices ``N(0, 1) / sqrt(fan_in)``: all far from the defaults, so a
+    weight that is not used, or used in the wrong place, shows in the output.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, shape in shapes.items():
+        r = torch.randn(shape, generator=gen, dtype=torch.float64)
+        if "norm" in name and name.endswith("weight"):
+            t = 1.0 + 0.1 * r
+        elif name.endswith("bias"):
+            t = 0.1 * r
+        elif "embed" in name:
+            t = 0.5 * r
+        else:
+            t = r / math.sqrt(shape[-1])
+        out[name] = t.to(dtype)
+    return out
+
+
+def minigpt_parameters(vocab_size: int, d_model: int, num_layers: int, d_ff: int, seed: int,
+                       dtype: torch.dtype = torch.float64) -> dict[str, torch.Tensor]:
+    """:func:`seeded_parameters` for MiniGPT, with ``lm_head.weight`` = ``token_embed.weight``."""
+    params = seeded_parameters(minigpt_shapes(vocab_size, d_model, num_layers, d_ff), seed, dtype)
+    params["lm_head.weight"] = params["token_embed.weight"]
+    return params
+
+
+# --------------------------------------------------------------------------- copying in
+def parameter_table(module: nn.Module) -> dict[str, torch.Tensor]:
+    """All parameters by ``state_dict`` name, tied ones under each of their names."""
+    return dict(module.named_parameters(remove_duplicate=False))
+
+
+def set_parameters(module: nn.Module, values: Mapping[str, torch.Tensor]) -> nn.Module:
+    """Copy ``values`` into ``module``'s parameters of those names (the contract's names).
+
+    Only the names in ``values`` are touched; a submission may have more. A name the module
+    lacks, or a shape that differs, fails with a message naming it and the module's own names.
+    Values are cast to each parameter's dtype. Returns ``module``.
+    """
+    params = parameter_table(module)
+    kind = type(module).__name__
+    for name, value in values.items():
+        if name not in params:
+            close = sorted(n for n in params if n.split(".")[-1] == name.split(".")[-1])[:8]
+            raise AssertionError(
+                f"{kind} has no parameter named {name!r}, which the contract names (the suite sets "
+                f"known weights by these names); parameters it has with a similar name: {close or sorted(params)[:8]}"
+            )
+        p = params[name]
+        if tuple(p.shape) != tuple(value.shape):
+            raise AssertionError(
+                f"{kind} parameter {name!r} has shape {tuple(p.shape)}, expected {tuple(value.shape)} "
+                f"(nn.Linear stores weight as (out_features, in_features))"
+            )
+        with torch.no_grad():
+            p.copy_(value.to(device=p.device, dtype=p.dtype))
+    return module
+
+
+# --------------------------------------------------------------------------- torch oracles
+def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
+    with torch.no_grad():
+        dst.copy_(src.to(dst.dtype))
+
+
+def _zero(t: torch.Tensor | None) -> None:
+    if t is not None:
+        with torch.no_grad():
+            t.zero_()
+
+
+def torch_mha(params: Mapping[str, torch.Tensor], d_model: int, num_heads: int, prefix: str = "",
+              dtype: torch.dtype = torch.float64) -> nn.MultiheadAttention:
+    """``nn.MultiheadAttention(bias=False, batch_first=True)`` with the contract's W_Q/W_K/W_V/W_O:
+    ``in_proj_weight = cat(W_Q, W_K, W_V)``, ``out_proj.weight = W_O``. In eval mode."""
+    m = nn.MultiheadAttention(d_model, num_heads, dropout=0.0, bias=False, batch_first=True)
+    m = m.to(dtype)
+    w = [params[f"{prefix}{n}.weight"] for n in ("W_Q", "W_K", "W_V")]
+    _copy(m.in_proj_weight, torch.cat(w, dim=0))
+    _copy(m.out_proj.weight, params[f"{prefix}W_O.weight"])
+    return m.eval()
+
+
+def _torch_attn_into(m: nn.MultiheadAttention, params, prefix: str) -> None:
+    w = [params[f"{prefix}{n}.weight"] for n in ("W_Q", "W_K", "W_V")]
+    _copy(m.in_proj_weight, torch.cat(w, dim=0))
+    _copy(m.out_proj.weight, params[f"{prefix}W_O.weight"])
+    _zero(m.in_proj_bias)
+    _zero(m.out_proj.bias)
+
+
+def _torch_ffn_norms_into(layer, params, prefix: str, norms: int) -> None:
+    for n in ("linear1", "linear2"):
+        _copy(getattr(layer, n).weight, params[f"{prefix}ffn.{n}.weight"])
+        _copy(getattr(layer, n).bias, params[f"{prefix}ffn.{n}.bias"])
+    for i in range(1, norms + 1):
+        norm = getattr(layer, f"norm{i}")
+        _copy(norm.weight, params[f"{prefix}norm{i}.weight"])
+        _copy(norm.bias, params[f"{prefix}norm{i}.bias"])
+
+
+def torch_encoder_layer(params: Mapping[str, torch.Tensor], d_model: int, num_heads: int, d_ff: int,
+                        norm_first: bool, prefix: str = "",
+                        dtype: torch.dtype = torch.float64) -> nn.TransformerEncoderLayer:
+    """``nn.TransformerEncoderLayer(activation="gelu", batch_first=True)`` with the contract
+    block's weights (its attention biases zeroed). In eval mode."""
+    layer = nn.TransformerEncoderLayer(d_model, num_heads, d_ff, dropout=0.0, activation="gelu",
+                                       batch_first=True, norm_first=norm_first).to(dtype)
+    _torch_attn_into(layer.self_attn, params, f"{prefix}self_attn.")
+    _torch_ffn_norms_into(layer, params, prefix, norms=2)
+    return layer.eval()
+
+
+def torch_decoder_layer(params: Mapping[str, torch.Tensor], d_model: int, num_heads: int, d_ff: int,
+                        norm_first: bool, prefix: str = "",
+                        dtype: torch.dtype = torch.float64) -> nn.TransformerDecoderLayer:
+    """``nn.TransformerDecoderLayer(activation="gelu", batch_first=True)`` with the contract
+    block's weights: ``self_attn``, ``multihead_attn`` <- ``cross_attn``, ``linear1/2`` <- ``ffn``,
+    ``norm1..3``. Its placement of the norms is the contract's (Pre-LN:
+    ``x + sa(norm1(x))``, ``x + mha(norm2(x), memory)``, ``x + ff(norm3(x))``; memory not
+    normalised). In eval mode."""
+    layer = nn.TransformerDecoderLayer(d_model, num_heads, d_ff, dropout=0.0, activation="gelu",
+                                       batch_first=True, norm_first=norm_first).to(dtype)
+    _torch_attn_into(layer.self_attn, params, f"{prefix}self_attn.")
+    _torch_attn_into(layer.multihead_attn, params, f"{prefix}cross_attn.")
+    _torch_ffn_norms_into(layer, params, prefix, norms=3)
+    return layer.eval()
