@@ -33,16 +33,19 @@ class TransformerEncoderBlock(nn.Module):
         self.norm2 = nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(check_dropout(dropout))
 
-    def forward(self, x, mask=None):
-        """``(x (B, L, D), mask)`` -> ``(x (B, L, D), attn_weights (B, H, L, L))``."""
+    def forward(self, x, mask=None, *, kv_cache=None):
+        """``(x (B, L, D), mask)`` -> ``(x (B, L, D), attn_weights (B, H, L, L))``.
+
+        ``kv_cache`` is passed to the self-attention (generation only, Pre-LN only).
+        """
         check_features("x", x, self.d_model)
         ### BEGIN SOLUTION
         if self.norm_first:
-            attn_out, attn_weights = self.self_attn(self.norm1(x), mask)
+            attn_out, attn_weights = self.self_attn(self.norm1(x), mask, kv_cache=kv_cache)
             x = x + self.dropout(attn_out)
             x = x + self.dropout(self.ffn(self.norm2(x)))
         else:
-            attn_out, attn_weights = self.self_attn(x, mask)
+            attn_out, attn_weights = self.self_attn(x, mask, kv_cache=kv_cache)
             x = self.norm1(x + self.dropout(attn_out))
             x = self.norm2(x + self.dropout(self.ffn(x)))
         return x, attn_weights

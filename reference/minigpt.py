@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from ._validation import check_dropout, check_heads, check_positive_int, check_tokens
 from .blocks import TransformerEncoderBlock
+from .kv_cache import KVCache
 from .position import SinusoidalPositionEncoding
 
 
@@ -69,7 +70,24 @@ class MiniGPT(nn.Module):
         return logits, (attn_maps if return_attn else None)
         ### END SOLUTION
 
-    def generate(self, seed_tokens, max_new_tokens=50, temperature=0.8, top_k=None, generator=None):
+    def forward_cached(self, tokens, caches):
+        """Logits of the last position of ``tokens (1, T)`` given ``caches`` of the earlier ones.
+
+        ``caches`` is a list of one :class:`KVCache` per block holding the keys and values of
+        the ``len(caches[0])`` positions before ``tokens``. Either the caches are empty and
+        ``tokens`` is the whole window (a causal prefill), or ``tokens`` is one new token that
+        attends to all cached positions and itself (no mask needed). Returns ``(1, vocab)``.
+        """
+        start = len(caches[0])
+        T = tokens.size(1)
+        mask = self.causal_mask[:T, :T] if T > 1 else None  # T > 1 only when start == 0
+        x = self.pos_encoding(self.token_embed(tokens) * math.sqrt(self.d_model), start)  # (1, T, D)
+        for block, cache in zip(self.blocks, caches, strict=True):
+            x, _ = block(x, mask, kv_cache=cache)
+        return self.lm_head(self.final_norm(x[:, -1]))  # (1, vocab)
+
+    def generate(self, seed_tokens, max_new_tokens=50, temperature=0.8, top_k=None, generator=None,
+                 use_cache=True):
         """Sample ``max_new_tokens`` tokens one at a time after ``seed_tokens``.
 
         Each step feeds the last ``max_len`` tokens, takes the logits of the last position,
@@ -77,6 +95,11 @@ class MiniGPT(nn.Module):
         if given, and samples from ``softmax`` with ``generator``. Runs under ``no_grad`` in eval
         mode and restores the previous train/eval mode. Returns a list of ints: the seed tokens
         followed by the new ones.
+
+        ``use_cache=True`` (not part of the contract) keeps each layer's keys and values between
+        steps, so a step costs one position instead of the whole window. Positions are absolute
+        (sinusoidal), so once the sequence outgrows ``max_len`` and the window slides, every
+        cached key is stale: each such step recomputes its window, exactly as ``use_cache=False``.
         """
         tokens = _check_seed_tokens(seed_tokens, self.vocab_size)
         check_positive_int("max_new_tokens", max_new_tokens)
@@ -88,14 +111,23 @@ class MiniGPT(nn.Module):
             raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
         ### BEGIN SOLUTION
         was_training = self.training
+        caches = None
         self.eval()
         device = self.token_embed.weight.device
         try:
             with torch.no_grad():
                 for _ in range(max_new_tokens):
-                    window = torch.tensor([tokens[-self.max_len:]], device=device)  # (1, <=max_len)
-                    logits, _ = self(window)
-                    next_logits = logits[0, -1].float()  # (vocab,)
+                    if not use_cache:
+                        window = torch.tensor([tokens[-self.max_len:]], device=device)  # (1, <=max_len)
+                        next_logits = self(window)[0][0, -1]  # (vocab,)
+                    elif caches is not None and len(tokens) <= self.max_len:
+                        new = torch.tensor([tokens[-1:]], device=device)  # (1, 1): only the newest token
+                        next_logits = self.forward_cached(new, caches)[0]
+                    else:  # first step, or the window slid: prefill the caches from the window
+                        caches = [KVCache() for _ in self.blocks]
+                        window = torch.tensor([tokens[-self.max_len:]], device=device)
+                        next_logits = self.forward_cached(window, caches)[0]
+                    next_logits = next_logits.float()
                     if temperature == 0:
                         next_token = int(next_logits.argmax())
                     else:

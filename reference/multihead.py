@@ -34,11 +34,13 @@ class MultiHeadAttention(nn.Module):
         self.W_O = nn.Linear(d_model, d_model, bias=False)  # mixes the concatenated heads
         self.dropout = nn.Dropout(check_dropout(dropout))
 
-    def forward(self, query, key, value, mask=None):
+    def forward(self, query, key, value, mask=None, *, kv_cache=None):
         """``(query (B, Lq, D), key (B, Lk, D), value (B, Lk, D), mask)`` ->
         ``(output (B, Lq, D), weights (B, H, Lq, Lk))``.
 
         ``mask`` is bool, ``True`` = blocked, broadcastable to ``(B, H, Lq, Lk)``.
+        ``kv_cache`` (generation only, see :mod:`reference.kv_cache`): the keys and values of
+        earlier positions, extended by this call's; ``Lk`` then counts the cached positions too.
         """
         check_features("query", query, self.d_model)
         check_features("key", key, self.d_model)
@@ -55,6 +57,8 @@ class MultiHeadAttention(nn.Module):
         Q = self.W_Q(query).view(B, Lq, self.num_heads, self.d_k).transpose(1, 2)
         K = self.W_K(key).view(B, Lk, self.num_heads, self.d_k).transpose(1, 2)
         V = self.W_V(value).view(B, Lk, self.num_heads, self.d_k).transpose(1, 2)
+        if kv_cache is not None:
+            K, V = kv_cache.extend(K, V)  # (B, H, T_cached + Lk, d_k)
         heads, weights = scaled_dot_product_attention(Q, K, V, mask, dropout=self.dropout)
         # (B, H, Lq, d_k) -> (B, Lq, H, d_k) -> (B, Lq, D): concatenate the heads
         concat = heads.transpose(1, 2).reshape(B, Lq, self.d_model)
@@ -65,8 +69,8 @@ class MultiHeadAttention(nn.Module):
 class MultiHeadSelfAttention(MultiHeadAttention):
     """Self-attention: queries, keys and values all come from the same ``x``."""
 
-    def forward(self, x, mask=None):
+    def forward(self, x, mask=None, *, kv_cache=None):
         """``(x (B, L, D), mask)`` -> ``(output (B, L, D), weights (B, H, L, L))``."""
         ### BEGIN SOLUTION
-        return super().forward(x, x, x, mask)
+        return super().forward(x, x, x, mask, kv_cache=kv_cache)
         ### END SOLUTION

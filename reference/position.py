@@ -20,10 +20,11 @@ import torch.nn as nn
 from ._validation import check_features, check_positive_int
 
 
-def _check_length(x, max_len: int) -> None:
-    if x.size(1) > max_len:
+def _check_length(x, max_len: int, start: int = 0) -> None:
+    if start + x.size(1) > max_len:
+        at = f" from position {start}" if start else ""
         raise ValueError(
-            f"x has sequence length {x.size(1)} but max_len={max_len}; "
+            f"x has sequence length {x.size(1)}{at} but max_len={max_len}; "
             f"use shorter sequences or build the encoding with a larger max_len"
         )
 
@@ -49,12 +50,12 @@ class SinusoidalPositionEncoding(nn.Module):
         ### END SOLUTION
         self.register_buffer("pe", pe.to(torch.float32).unsqueeze(0))  # (1, max_len, D)
 
-    def forward(self, x):
-        """``x (B, L, D)`` -> ``x + pe[:, :L]``."""
+    def forward(self, x, start=0):
+        """``x (B, L, D)`` -> ``x + pe[:, start:start + L]`` (``start`` > 0 only in cached generation)."""
         check_features("x", x, self.d_model)
-        _check_length(x, self.max_len)
+        _check_length(x, self.max_len, start)
         ### BEGIN SOLUTION
-        return x + self.pe[:, : x.size(1)].to(x.dtype)
+        return x + self.pe[:, start : start + x.size(1)].to(x.dtype)
         ### END SOLUTION
 
 
