@@ -1,0 +1,101 @@
+"""Checkpoints of :mod:`tools.train`: written atomically, read with one-line errors.
+
+A checkpoint is a ``torch.save`` dict holding only tensors and plain Python values (so it loads
+with ``weights_only=True``)::
+
+    format        "transformer-spec/minigpt-checkpoint"
+    version       1
+    model_config  the MiniGPT keyword arguments (vocab_size, d_model, ...)
+    task          the task's dict (kind "reverse" or "text", with its vocabulary)
+    model         the model's state_dict
+    optimizer     the AdamW state_dict (for --resume)
+    step          optimizer steps done
+    total_steps   steps the run was asked for
+    history       {"train": [[step, loss], ...], "val": [[step, loss, acc], ...]}
+    train_args    the training options (seed, batch size, learning rate, ...)
+    impl          the --impl target that trained it
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+
+from ._common import ToolError
+
+FORMAT = "transformer-spec/minigpt-checkpoint"
+VERSION = 1
+REQUIRED = ("model_config", "task", "model", "step")
+
+
+def save_checkpoint(payload: dict, path: str | os.PathLike) -> Path:
+    """Write ``payload`` to ``path`` atomically: a temporary file in the same folder, then
+    ``os.replace``. A crash mid-write leaves the previous file (or none), never half a file."""
+    path = Path(path)
+    payload = {"format": FORMAT, "version": VERSION, **payload}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            torch.save(payload, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike, argument: str = "CHECKPOINT") -> dict:
+    """Read a checkpoint written by :func:`save_checkpoint`; a :class:`ToolError` otherwise."""
+    where = f"{argument} {path}"
+    if not os.path.exists(path):
+        raise ToolError(f"{where}: no such file; give a model.pt written by python -m tools.train")
+    if os.path.isdir(path):
+        raise ToolError(f"{where}: is a folder; give the model.pt file inside it")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any failure to unpickle means the file is unusable
+        reason = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+        raise ToolError(
+            f"{where}: not a readable checkpoint (corrupt, truncated or not a torch file: {reason}); "
+            f"retrain with python -m tools.train"
+        ) from None
+    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
+        raise ToolError(f"{where}: not a checkpoint of python -m tools.train (no '{FORMAT}' header)")
+    if ckpt.get("version") != VERSION:
+        raise ToolError(f"{where}: checkpoint version {ckpt.get('version')!r}, this tool reads version {VERSION}")
+    missing = [k for k in REQUIRED if k not in ckpt]
+    if missing:
+        raise ToolError(f"{where}: the checkpoint lacks {', '.join(missing)}; retrain with python -m tools.train")
+    return ckpt
+
+
+def build_model(impl, ckpt: dict, argument: str = "CHECKPOINT"):
+    """The submission's ``MiniGPT`` rebuilt from the checkpoint's config, weights loaded."""
+    config = ckpt["model_config"]
+    try:
+        model = impl.MiniGPT(**config)
+    except (TypeError, ValueError) as exc:
+        raise ToolError(
+            f"{argument}: --impl {impl.target} cannot build MiniGPT({_kwargs(config)}): {exc}"
+        ) from None
+    try:
+        model.load_state_dict(ckpt["model"])
+    except RuntimeError as exc:
+        detail = " ".join(str(exc).split())[:200]
+        raise ToolError(
+            f"{argument}: the weights do not fit the MiniGPT of --impl {impl.target} ({detail}); "
+            f"use the --impl that trained it ({ckpt.get('impl', 'unknown')}) or retrain"
+        ) from None
+    return model
+
+
+def _kwargs(config: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in config.items())

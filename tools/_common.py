@@ -1,0 +1,86 @@
+"""Shared plumbing of the tools: one-line errors, the implementation, devices, output folders."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+
+from transformer_spec import loader
+
+
+class ToolError(Exception):
+    """Bad input. The message is one line that names the argument and says how to fix it."""
+
+
+def add_impl_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--impl", default=None, metavar="TARGET",
+        help="implementation to use: a module name, a .py file or a package folder "
+             f"(default: ${loader.ENV_VAR} or '{loader.DEFAULT_TARGET}')",
+    )
+
+
+def load_impl(target: str | None, *names: str) -> loader.Submission:
+    """The submission ``target``; raises :class:`ToolError` if it lacks one of ``names``."""
+    impl = loader.load(target)
+    for name in names:
+        try:
+            impl.get(name)
+        except loader.SubmissionError as exc:
+            raise ToolError(
+                f"--impl {impl.target}: {exc} -- point --impl at an implementation that defines {name}"
+            ) from None
+    return impl
+
+
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    """``auto`` (CUDA if present, else CPU), ``cpu``, ``cuda`` or ``cuda:N``; checked to exist."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise ToolError(f"--device {name!r} is not a device; use cpu, cuda, cuda:N or auto") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ToolError(f"--device {name}: CUDA is not available here; use --device cpu")
+        if device.index is None:
+            device = torch.device("cuda", local_rank)
+        if device.index >= torch.cuda.device_count():
+            raise ToolError(f"--device {name}: only {torch.cuda.device_count()} CUDA device(s) here")
+    elif device.type != "cpu":
+        raise ToolError(f"--device {name}: only cpu and cuda are supported")
+    return device
+
+
+def set_threads(threads: int | None, world_size: int = 1) -> int:
+    """``torch.set_num_threads``: ``threads`` or the cores shared fairly among the processes."""
+    if threads is None:
+        threads = max(1, (os.cpu_count() or 1) // max(1, world_size))
+    if threads < 1:
+        raise ToolError(f"--threads must be at least 1, got {threads}")
+    torch.set_num_threads(threads)
+    return threads
+
+
+def prepare_out_dir(path: str | os.PathLike, argument: str = "--out") -> Path:
+    """Create ``path`` if needed and prove it is writable, before any work is done."""
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ToolError(f"{argument} {path}: cannot write there ({reason}); choose a writable folder with {argument}") from None
+    return out
+
+
+def fail(parser: argparse.ArgumentParser, exc: BaseException) -> None:
+    """Report a :class:`ToolError` or submission error as one line and exit with status 2."""
+    parser.exit(2, f"{parser.prog}: error: {exc}\n")
+

@@ -1,0 +1,375 @@
+"""Train MiniGPT and plot what it learned.
+
+    python -m tools.train                       # default: reverse 8 digits, ~1 min on 2 CPU cores
+    python -m tools.train --text book.txt       # character-level model of any UTF-8 file
+    python -m tools.train --resume runs/X/model.pt --steps 2000
+    torchrun --nproc_per_node=2 -m tools.train --steps 20   # DistributedDataParallel
+
+Writes to ``--out`` (default ``runs/<timestamp>/``): ``loss.png``, ``attention_layers.png``,
+``attention_heads.png``, ``model.pt`` (weights, config, task, optimizer state), ``samples.txt``
+and ``metrics.json``. Ctrl-C saves ``model.pt`` before exiting; ``--resume`` continues from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from tqdm import tqdm
+
+from transformer_spec.loader import SubmissionError
+
+from . import _plots
+from ._checkpoint import build_model, load_checkpoint, save_checkpoint
+from ._common import (
+    ToolError,
+    add_impl_argument,
+    fail,
+    load_impl,
+    prepare_out_dir,
+    resolve_device,
+    set_threads,
+)
+from ._tasks import ReverseTask, TextTask, batch_generator, masked_loss, task_from_dict
+
+PROG = "python -m tools.train"
+
+#: Defaults that depend on the task: (synthetic reversal, --text).
+TASK_DEFAULTS = {
+    "reverse": dict(steps=500, batch_size=64, lr=3e-3, d_model=64, num_heads=4, num_layers=2,
+                    d_ff=256, dropout=0.0, eval_every=25),
+    "text": dict(steps=2000, batch_size=32, lr=1e-3, d_model=128, num_heads=4, num_layers=4,
+                 d_ff=512, dropout=0.1, eval_every=100),
+}
+#: Options a resumed run takes from its checkpoint unless given again.
+RESUMABLE = ("batch_size", "lr", "seed", "eval_every", "warmup")
+WARMUP = 50
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Train the MiniGPT of an implementation (--impl) on a synthetic reversal task "
+                    "(default) or on a text file (--text), then plot its loss and attention.",
+        epilog="Task-dependent defaults (reversal / --text): " + "; ".join(
+            f"--{k.replace('_', '-')} {TASK_DEFAULTS['reverse'][k]} / {TASK_DEFAULTS['text'][k]}"
+            for k in TASK_DEFAULTS["reverse"]),
+    )
+    add_impl_argument(p)
+    data = p.add_argument_group("data")
+    data.add_argument("--text", metavar="PATH", help="train a character-level model on this UTF-8 text file")
+    data.add_argument("--length", type=int, default=8, help="digits to reverse in the synthetic task (default 8)")
+    data.add_argument("--block-size", type=int, default=64, help="characters of context with --text (default 64)")
+    run = p.add_argument_group("run")
+    run.add_argument("--out", metavar="DIR", help="output folder (default runs/<timestamp>/, or the "
+                                                   "checkpoint's folder with --resume)")
+    run.add_argument("--steps", type=int, help="total optimizer steps (with --resume: the new total)")
+    run.add_argument("--batch-size", type=int, help="sequences per step and per process")
+    run.add_argument("--lr", type=float, help="peak AdamW learning rate (warmup, then cosine decay)")
+    run.add_argument("--seed", type=int, default=None, help="seed of the weights and the data (default 0)")
+    run.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    run.add_argument("--threads", type=int, help="torch threads per process (default: cores / processes)")
+    run.add_argument("--resume", metavar="CHECKPOINT", help="continue the run saved in this model.pt")
+    run.add_argument("--eval-every", type=int, help="steps between validation evaluations")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    model = p.add_argument_group("model (ignored with --resume: the checkpoint decides)")
+    model.add_argument("--d-model", type=int)
+    model.add_argument("--num-heads", type=int)
+    model.add_argument("--num-layers", type=int)
+    model.add_argument("--d-ff", type=int)
+    model.add_argument("--dropout", type=float)
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+# distributed
+
+
+def dist_info() -> tuple[int, int, int]:
+    """(rank, local_rank, world_size) from torchrun's environment; (0, 0, 1) otherwise."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0")), world
+
+
+def init_distributed(device: torch.device) -> None:
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(backend=backend)
+
+
+# ---------------------------------------------------------------------------------------------
+# pieces the tests call directly
+
+
+def learning_rate(step: int, total: int, peak: float, warmup: int = WARMUP) -> float:
+    """Linear warmup over ``warmup`` steps, then cosine decay to a tenth of ``peak``."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+@torch.no_grad()
+def evaluate(model, task, val_batches) -> dict:
+    """Held-out loss and accuracy (see the task's ``accuracy``), in eval mode."""
+    was_training = model.training
+    model.eval()
+    try:
+        losses, accs = [], []
+        for batch in val_batches:
+            logits, _ = model(batch.x)
+            losses.append(masked_loss(logits, batch).item())
+            accs.append(task.accuracy(model, batch))
+        result = {"val_loss": sum(losses) / len(losses)}
+        for key in accs[0]:
+            result[key] = sum(a[key] for a in accs) / len(accs)
+        return result
+    finally:
+        model.train(was_training)
+
+
+@torch.no_grad()
+def attention_of(model, task, seed: int):
+    """(tokens as characters, attention maps: list of (H, L, L)) for the task's display sequence."""
+    was_training = model.training
+    model.eval()
+    try:
+        seq = task.display_sequence(seed)
+        device = next(model.parameters()).device
+        _, maps = model(seq[None].to(device), return_attn=True)
+    finally:
+        model.train(was_training)
+    if not maps:
+        raise ToolError("the MiniGPT of --impl returned no attention maps for return_attn=True")
+    return list(task.vocab.decode(seq)), [m[0].detach().cpu() for m in maps]
+
+
+def write_samples(model, task, path, seed: int, metrics: dict) -> str:
+    """Write ``samples.txt`` from ``MiniGPT.generate`` and return its text."""
+    lines = [f"task: {task.describe()}"]
+    if isinstance(task, ReverseTask):
+        lines.append("greedy generation (temperature 0) on held-out prompts: prompt -> answer [expected]")
+        for prompt, expected in task.prompts(seed, 10):
+            out = model.generate(task.vocab.encode(prompt), max_new_tokens=task.length, temperature=0)
+            answer = task.vocab.decode(out[len(prompt):])
+            lines.append(f"{prompt} -> {answer}  [{expected}] {'ok' if answer == expected else 'WRONG'}")
+    else:
+        lines.append("samples at temperature 0.8, top-k 20, after a held-out prompt:")
+        g = torch.Generator().manual_seed(seed)
+        for prompt, _ in task.prompts(seed, 3):
+            out = model.generate(task.vocab.encode(prompt), max_new_tokens=200, temperature=0.8,
+                                 top_k=20, generator=g)
+            lines.append("-" * 60)
+            lines.append(task.vocab.decode(out))
+    lines.append("-" * 60)
+    lines.append("held-out metrics: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
+    text = "\n".join(lines) + "\n"
+    Path(path).write_text(text, encoding="utf-8")
+    return text
+
+
+def write_figures(model, task, history: dict, out: Path, seed: int, title: str) -> list[Path]:
+    tokens, maps = attention_of(model, task, seed)
+    paths = [out / "loss.png", out / "attention_layers.png", out / "attention_heads.png"]
+    _plots.plot_loss(history, paths[0], title=title)
+    _plots.plot_attention_layers(maps, tokens, paths[1])
+    _plots.plot_attention_heads(maps[-1], tokens, paths[2], layer=len(maps))
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------
+# the run
+
+
+def _check_positive(name: str, value, minimum=1) -> None:
+    if value is not None and value < minimum:
+        raise ToolError(f"--{name.replace('_', '-')} must be at least {minimum}, got {value}")
+
+
+def _setup(args, rank: int):
+    """Task, model config, options and (when resuming) checkpoint of this run."""
+    ckpt = None
+    if args.resume:
+        ckpt = load_checkpoint(args.resume, argument="--resume")
+        task = task_from_dict(ckpt["task"], args.text)
+        config = dict(ckpt["model_config"])
+        saved = ckpt.get("train_args", {})
+        opts = {k: (getattr(args, k) if getattr(args, k, None) is not None else saved.get(k)) for k in RESUMABLE}
+        opts["steps"] = args.steps if args.steps is not None else ckpt.get("total_steps")
+        if opts["steps"] is None or opts["steps"] <= ckpt["step"]:
+            raise ToolError(
+                f"--resume {args.resume}: the run is already at step {ckpt['step']}; "
+                f"pass --steps N with N > {ckpt['step']} to train further"
+            )
+    else:
+        task = TextTask.from_file(args.text, args.block_size) if args.text else ReverseTask(args.length)
+        defaults = TASK_DEFAULTS[task.kind]
+        pick = {k: (getattr(args, k) if getattr(args, k, None) is not None else v) for k, v in defaults.items()}
+        config = dict(vocab_size=len(task.vocab), d_model=pick["d_model"], num_heads=pick["num_heads"],
+                      num_layers=pick["num_layers"], d_ff=pick["d_ff"], max_len=task.seq_len,
+                      dropout=pick["dropout"])
+        opts = {k: pick.get(k) for k in ("steps", "batch_size", "lr", "eval_every")}
+        opts["seed"] = args.seed
+        opts["warmup"] = None
+    opts["seed"] = 0 if opts.get("seed") is None else opts["seed"]
+    opts["warmup"] = WARMUP if opts.get("warmup") is None else opts["warmup"]
+    for key, minimum in (("steps", 1), ("batch_size", 1), ("eval_every", 1)):
+        _check_positive(key, opts[key], minimum)
+    if not opts["lr"] > 0:
+        raise ToolError(f"--lr must be positive, got {opts['lr']}")
+    return task, config, opts, ckpt
+
+
+def _default_out(args) -> str:
+    if args.out:
+        return args.out
+    if args.resume:
+        return str(Path(args.resume).parent)
+    return os.path.join("runs", datetime.now().strftime("%Y%m%d-%H%M%S"))
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Train as ``args`` say; returns a summary (rank 0 writes the files). Raises ToolError."""
+    started = time.perf_counter()
+    rank, local_rank, world = dist_info()
+    set_threads(args.threads, world)
+    device = resolve_device(args.device, local_rank)
+    impl = load_impl(args.impl, "MiniGPT", "MiniGPT.generate")
+    task, config, opts, ckpt = _setup(args, rank)
+    out = prepare_out_dir(_default_out(args)) if rank == 0 else None
+
+    torch.manual_seed(opts["seed"])  # the same initial weights on every process
+    if ckpt is not None:
+        model = build_model(impl, ckpt, argument="--resume")
+    else:
+        try:
+            model = impl.MiniGPT(**config)
+        except (TypeError, ValueError) as exc:
+            raise ToolError(f"model options: MiniGPT({config}) refused: {exc}") from None
+    model.to(device)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=opts["lr"], betas=(0.9, 0.98), weight_decay=0.01)
+    start = 0
+    history = {"train": [], "val": []}
+    if ckpt is not None:
+        try:
+            if "optimizer" in ckpt:
+                optimizer.load_state_dict(ckpt["optimizer"])
+        except (ValueError, RuntimeError, KeyError) as exc:
+            raise ToolError(f"--resume {args.resume}: the optimizer state does not fit the model ({exc})") from None
+        start = int(ckpt["step"])
+        history = {k: [list(r) for r in v] for k, v in ckpt.get("history", history).items()}
+
+    if world > 1:
+        init_distributed(device)
+        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    else:
+        ddp = model
+    total = opts["steps"]
+    val_batches = [b.__class__(b.x.to(device), b.y.to(device), b.weight.to(device))
+                   for b in task.val_batches(opts["seed"])]
+    metrics: dict = {}
+    train_args = {k: opts[k] for k in RESUMABLE}
+
+    def checkpoint(step: int) -> Path:
+        return save_checkpoint({
+            "model_config": config, "task": task.to_dict(), "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(), "step": step, "total_steps": total,
+            "history": history, "train_args": train_args, "impl": impl.target, "metrics": metrics,
+            "world_size": world,
+        }, out / "model.pt")
+
+    if rank == 0:
+        n_params = sum(p.numel() for p in model.parameters())
+        print(f"{PROG}: {task.describe()}; MiniGPT({', '.join(f'{k}={v}' for k, v in config.items())}) "
+              f"= {n_params:,} parameters; --impl {impl.target}; {world} process(es) on {device}, "
+              f"{torch.get_num_threads()} thread(s) each; steps {start}->{total}; out {out}", flush=True)
+    bar = tqdm(total=total, initial=start, desc="train", unit="step", dynamic_ncols=True,
+               disable=rank != 0 or args.no_progress, file=sys.stderr)
+    step = start
+    running = None
+    try:
+        for step in range(start, total):
+            batch = task.train_batch(opts["batch_size"], batch_generator(opts["seed"], rank, step))
+            x, y, w = batch.x.to(device), batch.y.to(device), batch.weight.to(device)
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(step, total, opts["lr"], opts["warmup"])
+            logits, _ = ddp(x)
+            loss = masked_loss(logits, batch.__class__(x, y, w))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            value = loss.item()
+            if not math.isfinite(value):
+                raise ToolError(f"the loss became {value} at step {step + 1}; try a smaller --lr")
+            running = value if running is None else 0.9 * running + 0.1 * value
+            if rank == 0:
+                history["train"].append([step + 1, value])
+                if (step + 1) % opts["eval_every"] == 0 or step + 1 == total:
+                    metrics = evaluate(model, task, val_batches)
+                    history["val"].append([step + 1, metrics["val_loss"], metrics.get("token_acc")])
+                    bar.set_postfix(loss=f"{running:.4f}", val=f"{metrics['val_loss']:.4f}",
+                                    acc=f"{metrics.get('token_acc', 0):.3f}", refresh=False)
+                else:
+                    bar.set_postfix(loss=f"{running:.4f}", refresh=False)
+                bar.update(1)
+        step = total
+    except KeyboardInterrupt:
+        bar.close()
+        if rank == 0:
+            done = len([r for r in history["train"] if r[0] > start]) + start
+            history["train"] = history["train"][: done]
+            path = checkpoint(done)
+            print(f"\n{PROG}: interrupted at step {done}; saved {path}; continue with: "
+                  f"{PROG} --resume {path}", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
+    finally:
+        bar.close()
+        if world > 1 and dist.is_initialized():
+            dist.destroy_process_group()
+
+    summary = {"steps": total, "processes": world, "task": task.describe(), "impl": impl.target}
+    if rank == 0:
+        model.eval()
+        if not metrics or history["val"][-1][0] != total:
+            metrics = evaluate(model, task, val_batches)
+        checkpoint(total)
+        model.cpu()
+        figures = write_figures(model, task, history, out, opts["seed"],
+                                title=f"{task.describe()} -- {impl.target}")
+        write_samples(model, task, out / "samples.txt", opts["seed"], metrics)
+        train_seconds = time.perf_counter() - started
+        summary.update(metrics, seconds=round(train_seconds, 1), out=str(out),
+                       files=[p.name for p in figures] + ["model.pt", "samples.txt", "metrics.json"])
+        (out / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n")
+        parts = [f"val loss {metrics['val_loss']:.4f}"]
+        if "token_acc" in metrics:
+            parts.append(f"held-out {'answer ' if task.kind == 'reverse' else ''}token accuracy "
+                         f"{100 * metrics['token_acc']:.1f}%")
+        if "seq_acc" in metrics:
+            parts.append(f"whole answers right (greedy) {100 * metrics['seq_acc']:.1f}%")
+        print(f"{PROG}: done in {train_seconds:.1f} s, step {total}: {', '.join(parts)}; wrote {out}/"
+              f"{{{','.join(summary['files'])}}}", flush=True)
+    return summary
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        run(args)
+    except (ToolError, SubmissionError) as exc:
+        fail(parser, exc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
