@@ -1,3 +1,3 @@
 """Root conftest: loads the transformer-spec pytest plugin (``--impl``, the ``impl`` fixture)."""
 
-pytest_plugins = ["transformer_spec.plugin"]
+pytest_plugins = ["transformer_spec.plugin", "transformer_spec.hypothesis_profiles"]

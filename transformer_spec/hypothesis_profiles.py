@@ -1,0 +1,66 @@
+"""The suite's hypothesis profiles, registered in one place, and the choice among them.
+
+Loaded as a pytest plugin by the root ``conftest.py``. Select a profile with
+``--hypothesis-profile NAME`` (hypothesis's own option); without it the suite loads ``dev``.
+
+* ``dev`` (the default, also under CI): few examples per property, so ``properties/`` stays
+  fast; random examples, failures remembered in the local ``.hypothesis/`` database and replayed
+  first on the next run.
+* ``grading``: derandomised (every submission sees the same examples, a re-run gives the same
+  result) and without an example database, so nothing from earlier runs leaks into a grade.
+  Same number of examples as ``dev``.
+* ``thorough``: many more examples (twenty times ``dev``), for checking an implementation (or
+  the suite) in depth; takes minutes.
+
+All three have no deadline: torch's first call takes ~350 ms, over hypothesis's 200 ms
+default, and timings on a shared machine vary. The ``too_slow`` health check is off for the
+same reason (it measures time).
+
+Why the explicit default: hypothesis loads its built-in ``ci`` profile by itself when the
+``CI`` environment variable is set (``hypothesis._settings.is_in_ci``), which would make a CI
+run differ from a local one. :func:`pytest_configure` therefore loads ``dev`` whenever no
+``--hypothesis-profile`` is given, CI or not.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+DEFAULT_PROFILE = "dev"
+#: examples per property in ``dev`` and ``grading``; properties that are expensive per example
+#: take a fraction of it (see ``properties/strategies.py:budget``).
+DEV_EXAMPLES = 20
+THOROUGH_EXAMPLES = 20 * DEV_EXAMPLES
+
+# Every profile derives from hypothesis's built-in "default", never from whatever profile is
+# active at import time (that is "ci" when $CI is set, which is derandomised and has no database).
+_COMMON = dict(parent=settings.get_profile("default"), deadline=None,
+               suppress_health_check=[HealthCheck.too_slow], print_blob=True)
+
+settings.register_profile("dev", max_examples=DEV_EXAMPLES, **_COMMON)
+settings.register_profile("grading", max_examples=DEV_EXAMPLES, derandomize=True, database=None, **_COMMON)
+settings.register_profile("thorough", max_examples=THOROUGH_EXAMPLES, **_COMMON)
+
+PROFILES = ("dev", "grading", "thorough")
+
+
+def chosen_profile(config: pytest.Config) -> str:
+    """The profile of this run: ``--hypothesis-profile`` if given, else :data:`DEFAULT_PROFILE`."""
+    return config.getoption("--hypothesis-profile", default=None) or DEFAULT_PROFILE
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # hypothesis's own plugin loads the profile named by --hypothesis-profile; loading the same
+    # one here again is harmless, whichever of the two hooks runs first. Without the option,
+    # this replaces the built-in "default" (or "ci" when $CI is set) by "dev".
+    settings.load_profile(chosen_profile(config))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    s = settings.default
+    return (
+        f"hypothesis profile: {settings.get_current_profile_name()} (max_examples={s.max_examples}, "
+        f"derandomize={s.derandomize}, database={'none' if s.database is None else 'local'}); "
+        f"choose with --hypothesis-profile {{{','.join(PROFILES)}}}"
+    )
