@@ -196,14 +196,14 @@ def test_worked_example_through_one_head_self_attention(impl, dtype):
         padded = [[factor * c for c in row] + [0.0] for row in w]  # (4 in, 4 out)
         return torch.tensor(padded, dtype=torch.float64).T  # nn.Linear: (out, in)
 
-    mhsa = impl.MultiHeadSelfAttention(d_model=4, num_heads=1, dropout=0.0)
+    mhsa = impl.MultiHeadSelfAttention(d_model=4, num_heads=1, dropout=0.0).to(dtype)
     set_parameters(mhsa, {
         "W_Q.weight": linear_weight(W_QUERY, 2.0),
         "W_K.weight": linear_weight(W_KEY),
         "W_V.weight": linear_weight(W_VALUE),
         "W_O.weight": torch.eye(4, dtype=torch.float64),
     })
-    mhsa = mhsa.to(dtype).eval()
+    mhsa = mhsa.eval()
     with torch.no_grad():
         out, weights = mhsa(t(X, dtype)[None])
     assert_close(weights, t(WEIGHTS, dtype)[None, None], what="MultiHeadSelfAttention weights (1 head)",

@@ -114,7 +114,8 @@ def set_parameters(module: nn.Module, values: Mapping[str, torch.Tensor]) -> nn.
 
     Only the names in ``values`` are touched; a submission may have more. A name the module
     lacks, or a shape that differs, fails with a message naming it and the module's own names.
-    Values are cast to each parameter's dtype. Returns ``module``.
+    Values are cast to each parameter's dtype, so move the module to its dtype first
+    (``set_parameters(module.to(torch.float64), values)``). Returns ``module``.
     """
     params = parameter_table(module)
     kind = type(module).__name__
@@ -204,3 +205,80 @@ def torch_decoder_layer(params: Mapping[str, torch.Tensor], d_model: int, num_he
     _torch_attn_into(layer.multihead_attn, params, f"{prefix}cross_attn.")
     _torch_ffn_norms_into(layer, params, prefix, norms=3)
     return layer.eval()
+
+
+# --------------------------------------------------------------------------- laws (properties/)
+def assert_attention_weights_valid(weights: torch.Tensor, mask: torch.Tensor | None = None, *,
+                                   what: str = "attention weights") -> None:
+    """The softmax law: finite, in [0, 1], blocked entries (``mask`` True) exactly 0, every row
+    with at least one allowed key sums to 1, rows whose keys are all blocked are all 0.
+
+    Sums are compared at 1e-5 in float32 and 1e-12 in float64.
+    """
+    if not isinstance(weights, torch.Tensor):
+        raise AssertionError(f"{what}: expected a torch.Tensor, got {type(weights).__name__}")
+    w = weights.detach().cpu()
+    bad = ~torch.isfinite(w)
+    if bad.any():
+        i = tuple(int(j) for j in bad.nonzero()[0])
+        raise AssertionError(f"{what}: {w[i].item()} at index {i} ({int(bad.sum())} non-finite value(s)); "
+                             f"weights must be finite even for large scores and fully blocked rows")
+    if mask is None:
+        mask = torch.zeros((), dtype=torch.bool)
+    try:
+        blocked = torch.broadcast_to(mask.cpu(), w.shape)
+    except RuntimeError:
+        raise AssertionError(f"{what}: shape {tuple(w.shape)} does not match the mask's {tuple(mask.shape)}") from None
+    leak = blocked & (w != 0)
+    if leak.any():
+        i = tuple(int(j) for j in leak.nonzero()[0])
+        raise AssertionError(f"{what}: blocked entry (mask True) at index {i} has weight {w[i].item():.6g}, "
+                             f"expected exactly 0 ({int(leak.sum())} blocked entries nonzero)")
+    slack = 1e-6 if w.dtype != torch.float64 else 1e-13
+    out = (w < 0) | (w > 1 + slack)
+    if out.any():
+        i = tuple(int(j) for j in out.nonzero()[0])
+        raise AssertionError(f"{what}: weight {w[i].item():.6g} at index {i} is outside [0, 1]")
+    rows = w.to(torch.float64).sum(-1)
+    allowed = (~blocked).any(-1)
+    atol = 1e-5 if w.dtype != torch.float64 else 1e-12
+    wrong = allowed & ((rows - 1).abs() > atol)
+    if wrong.any():
+        i = tuple(int(j) for j in wrong.nonzero()[0])
+        raise AssertionError(f"{what}: row {i} (over the keys, last dimension) sums to {rows[i].item():.8g}, "
+                             f"expected 1 within {atol:g} (softmax over the last dimension, the keys)")
+
+
+def assert_property_fails(test, *, match: str | None = None, **kwargs) -> str:
+    """Run a hypothesis property ``test(**kwargs)`` (e.g. ``impl=broken``) and assert it fails
+    with an ``AssertionError`` (several distinct failures may come as an exception group).
+
+    ``match``, if given, must occur in the failure message (so the property fails for the
+    intended reason, not a crash). Returns the message.
+    """
+    try:
+        test(**kwargs)
+    except AssertionError as exc:
+        message = str(exc)
+    except Exception as exc:
+        # hypothesis reports distinct bugs together in an (Base)ExceptionGroup (the backport on 3.10)
+        leaves = _leaves(exc)
+        if not leaves or not all(isinstance(e, AssertionError) for e in leaves):
+            raise
+        message = "\n".join(str(e) for e in leaves)
+    else:
+        raise AssertionError(f"{getattr(test, '__name__', test)} passed on a broken implementation {kwargs}")
+    if match is not None and match not in message:
+        raise AssertionError(f"{test.__name__} failed, but without {match!r} in its message:\n{message}")
+    return message
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The innermost exceptions of a (nested) exception group; ``[]`` for a plain exception."""
+    inner = getattr(exc, "exceptions", None)
+    if not isinstance(inner, (list, tuple)):
+        return []
+    out: list[BaseException] = []
+    for e in inner:
+        out.extend(_leaves(e) or [e])
+    return out
