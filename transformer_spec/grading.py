@@ -1,0 +1,799 @@
+"""The grading plugin: points per component, the score table, Gradescope's ``results.json``.
+
+Loaded by the repository's root ``conftest.py`` next to :mod:`transformer_spec.plugin`.
+Every test with a ``component`` marker is graded; the others (``tests/``) are not.
+
+Options:
+
+* ``--rubric FILE``: the rubric (TOML; default ``transformer_spec/rubric.toml``).
+* ``--grade-json PATH``: write Gradescope's ``results.json`` to ``PATH`` (implies ``--grading``).
+  The file is written at collection (every test "not run"), and again at the end; so it exists
+  after an interruption, a crash of the run or an unimportable submission (then every test
+  scores 0 with the reason).
+* ``--grading``: deterministic grading: hypothesis profile ``grading`` (unless
+  ``--hypothesis-profile`` is given), fixed torch/random seeds before each graded test, and the
+  run's time limit.
+* ``--time-limit SECONDS``: stop starting new tests after this long (default 420 s when grading,
+  none otherwise); tests not run score 0 with "not run". With pytest-timeout's per-test limit
+  (``timeout = 120`` in pyproject.toml) the whole run takes at most ``time-limit + 120`` s.
+* ``--cov-submission [HTMLDIR]``: coverage (pytest-cov) of the submission's own file or package
+  only, in the terminal and as HTML in ``HTMLDIR`` (default ``htmlcov-submission``).
+
+Marker ``hidden``: the test's result is shown to students only after publishing
+(Gradescope ``after_published``).
+
+Scoring rules (``docs/grading.md``): a test earns its points when it passed (all of a property's
+examples), used no forbidden API, and used no contract name that is still a stub (raised
+``NotImplementedError`` in this run).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from . import forbidden, loader
+from .contract import BY_NAME, COMPONENTS
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+DEFAULT_RUBRIC = Path(__file__).resolve().parent / "rubric.toml"
+DEFAULT_TIME_LIMIT = 420.0
+GRADING_PROFILE = "grading"
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+HIDDEN_VISIBILITY = "after_published"
+_RUBRIC_KEYS = {"components", "tests", "drop", "hidden", "forbidden"}
+
+_STATE = pytest.StashKey["GradingState"]()
+
+
+class RubricError(ValueError):
+    """A rubric that cannot be used; the message says which entry and why."""
+
+
+# --------------------------------------------------------------------------------------------
+# The rubric
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Rubric:
+    """Points per component, per-test points, dropped and hidden tests, forbidden APIs."""
+
+    components: dict[str, float]
+    tests: dict[str, float] = field(default_factory=dict)
+    drop: list[str] = field(default_factory=list)
+    hidden: list[str] = field(default_factory=list)
+    forbidden: list[str] = field(default_factory=lambda: list(forbidden.DEFAULT_FORBIDDEN))
+    source: str = "<rubric>"
+
+    @property
+    def total(self) -> float:
+        return float(sum(self.components.values()))
+
+
+def _number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise RubricError(f"{where} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def _str_list(data: dict, key: str, source: str) -> list[str]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise RubricError(f"rubric {source}: `{key}` must be a list of strings, got {value!r}")
+    return list(value)
+
+
+def parse_rubric(data: dict, source: str = "<rubric>") -> Rubric:
+    """Check and convert a parsed rubric TOML document."""
+    unknown = sorted(set(data) - _RUBRIC_KEYS)
+    if unknown:
+        raise RubricError(
+            f"rubric {source}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"the keys are {', '.join(sorted(_RUBRIC_KEYS))}"
+        )
+    comps = data.get("components")
+    if not isinstance(comps, dict) or not comps:
+        raise RubricError(f"rubric {source}: a [components] table with points per component is required")
+    for name in comps:
+        if name not in COMPONENTS:
+            raise RubricError(
+                f"rubric {source}: unknown component {name!r} in [components]; "
+                f"the components are {', '.join(COMPONENTS)}"
+            )
+    components = {c: _number(comps[c], f"rubric {source}: [components] {c}") for c in COMPONENTS if c in comps}
+    tests_table = data.get("tests", {})
+    if not isinstance(tests_table, dict):
+        raise RubricError(f"rubric {source}: [tests] must be a table of test id = points")
+    tests = {str(k): _number(v, f"rubric {source}: [tests] {k!r}") for k, v in tests_table.items()}
+    hidden = _str_list(data, "hidden", source)
+    forbidden_list = _str_list(data, "forbidden", source) if "forbidden" in data else list(forbidden.DEFAULT_FORBIDDEN)
+    try:
+        forbidden.validate(forbidden_list)
+    except ValueError as exc:
+        raise RubricError(f"rubric {source}: `forbidden`: {exc}") from None
+    return Rubric(components, tests, _str_list(data, "drop", source), hidden, forbidden_list, source)
+
+
+def load_rubric(path: str | os.PathLike | None = None) -> Rubric:
+    """Read and check a rubric file (the default one when ``path`` is None)."""
+    path = Path(path) if path else DEFAULT_RUBRIC
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RubricError(f"rubric {path}: cannot be read: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RubricError(f"rubric {path}: not valid TOML: {exc}") from None
+    return parse_rubric(data, str(path))
+
+
+def _matches(key: str, nodeid: str) -> bool:
+    """A rubric test id matches a node id, its parameter cases, or everything under a file/class."""
+    return nodeid == key or nodeid.startswith(key + "[") or nodeid.startswith(key + "::")
+
+
+def component_of_item(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("component")
+    if marker is None:
+        return None
+    if len(marker.args) != 1 or marker.args[0] not in COMPONENTS:
+        raise RubricError(
+            f"{item.nodeid}: @pytest.mark.component({', '.join(map(repr, marker.args))}) names no "
+            f"component; the components are {', '.join(COMPONENTS)}"
+        )
+    return marker.args[0]
+
+
+def check_rubric_against(rubric: Rubric, nodeids: dict[str, str | None], rootdir: Path) -> None:
+    """Every test id of the rubric must name collected tests (``nodeids``: id -> component).
+
+    An id whose file exists but was not collected in this run cannot be checked and is accepted.
+    """
+    collected_files = {n.split("::")[0] for n in nodeids}
+    for where, keys in (("[tests]", list(rubric.tests)), ("drop", rubric.drop), ("hidden", rubric.hidden)):
+        for key in keys:
+            if where == "hidden" and key in COMPONENTS:
+                continue
+            matched = [n for n in nodeids if _matches(key, n)]
+            if matched:
+                ungraded = [n for n in matched if nodeids[n] is None]
+                if ungraded and len(ungraded) == len(matched):
+                    raise RubricError(
+                        f"rubric {rubric.source}: {where} names {key!r}, which is not a graded test "
+                        f"(it has no @pytest.mark.component)"
+                    )
+                continue
+            file = key.split("::")[0].split("[")[0]
+            if not (rootdir / file).exists():
+                hint = " (nor a component)" if where == "hidden" else ""
+                raise RubricError(
+                    f"rubric {rubric.source}: {where} names an unknown test {key!r}{hint}: "
+                    f"there is no file {file}"
+                )
+            if file in collected_files:
+                raise RubricError(
+                    f"rubric {rubric.source}: {where} names an unknown test {key!r}: "
+                    f"no test of that name was collected from {file}"
+                )
+
+
+def assign_points(rubric: Rubric, graded: dict[str, str]) -> tuple[dict[str, float], list[str]]:
+    """Points per graded test (``graded``: node id -> component) and the list of dropped ids.
+
+    A component's points are shared by its tests; a rubric ``[tests]`` entry gives the tests it
+    matches their points (split equally among them) out of the component's share.
+    """
+    dropped = [n for n in graded if any(_matches(k, n) for k in rubric.drop)]
+    live = {n: c for n, c in graded.items() if n not in dropped}
+    points: dict[str, float] = {}
+    by_component: dict[str, list[str]] = {}
+    for n, c in live.items():
+        by_component.setdefault(c, []).append(n)
+    explicit: dict[str, float] = {}
+    # The most specific key wins: longer keys are applied last.
+    for key in sorted(rubric.tests, key=len):
+        matched = [n for n in live if _matches(key, n)]
+        for n in matched:
+            explicit[n] = rubric.tests[key] / len(matched)
+    for comp, ids in by_component.items():
+        budget = rubric.components.get(comp, 0.0)
+        fixed = sum(explicit[n] for n in ids if n in explicit)
+        others = [n for n in ids if n not in explicit]
+        if fixed > budget + 1e-9:
+            raise RubricError(
+                f"rubric {rubric.source}: the [tests] points of component {comp!r} sum to {fixed:g}, "
+                f"more than the component's {budget:g}"
+            )
+        for n in ids:
+            points[n] = explicit[n] if n in explicit else (budget - fixed) / len(others)
+    return points, dropped
+
+
+# --------------------------------------------------------------------------------------------
+# Per-test results
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Result:
+    nodeid: str
+    component: str
+    points: float
+    hidden: bool
+    outcome: str = "not run"  # "passed", "failed", "skipped", "not run"
+    output: str = ""
+    uses: set[str] = field(default_factory=set)  # contract names the test used
+    stub_raised: bool = False
+    duration: float = 0.0
+    number: str = ""
+    score: float = 0.0  # the fields below are set by score_results
+    status: str = "failed"
+    final: str = ""
+
+
+@dataclass
+class GradingState:
+    rubric: Rubric
+    grading: bool
+    grade_json: Path | None
+    time_limit: float | None
+    start: float = field(default_factory=time.monotonic)
+    results: dict[str, Result] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)
+    stubs: set[str] = field(default_factory=set)
+    guard: forbidden.Guard | None = None
+    current: Result | None = None
+    interrupted: str | None = None
+    stopped_for_time: bool = False
+    collected: bool = False
+    last_write: float = 0.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("transformer-spec grading")
+    group.addoption("--rubric", action="store", default=None, metavar="FILE",
+                    help="the rubric (TOML): points per component and test, dropped and hidden tests, "
+                         "forbidden APIs (default: transformer_spec/rubric.toml)")
+    group.addoption("--grade-json", action="store", default=None, metavar="PATH",
+                    help="write Gradescope's results.json to PATH (implies --grading)")
+    group.addoption("--grading", action="store_true", default=False,
+                    help="deterministic grading: hypothesis profile 'grading', fixed seeds, a time limit")
+    group.addoption("--time-limit", action="store", type=float, default=None, metavar="SECONDS",
+                    help=f"start no new test after SECONDS (default {DEFAULT_TIME_LIMIT:g} with --grading, "
+                         "else none); the run then takes at most SECONDS + the per-test timeout")
+    group.addoption("--cov-submission", action="store", nargs="?", const="htmlcov-submission", default=None,
+                    metavar="HTMLDIR",
+                    help="coverage of the submission's own file or package (terminal, and HTML in HTMLDIR, "
+                         "default htmlcov-submission); needs pytest-cov")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "hidden: students see this test's result only after grades are published "
+                   "(Gradescope visibility after_published)"
+    )
+    if hasattr(config, "workerinput"):  # pragma: no cover - xdist workers report to the controller
+        return
+    try:
+        rubric = load_rubric(config.getoption("--rubric"))
+    except RubricError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    grade_json = config.getoption("--grade-json")
+    grading = bool(config.getoption("--grading") or grade_json)
+    time_limit = config.getoption("--time-limit")
+    if time_limit is None and grading:
+        time_limit = DEFAULT_TIME_LIMIT
+    if time_limit is not None and time_limit <= 0:
+        raise pytest.UsageError(f"--time-limit must be positive, got {time_limit:g}")
+    state = GradingState(rubric, grading, Path(grade_json).resolve() if grade_json else None, time_limit)
+    config.stash[_STATE] = state
+    if grading:
+        _choose_grading_profile(config)
+    target = loader.resolve_target(config.getoption("--impl"))
+    state.guard = forbidden.Guard(rubric.forbidden, paths=_paths_of(config, target)).install()
+    if config.getoption("--cov-submission"):
+        _start_submission_coverage(config, target, config.getoption("--cov-submission"))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is not None and state.guard is not None:
+        state.guard.uninstall()
+        state.guard = None
+
+
+def _paths_of(config: pytest.Config, target: str):
+    """The submission's files, read lazily: by the loaded module once it is imported."""
+    from .plugin import _SUBMISSION
+
+    cache: dict[str, list[Path]] = {}
+
+    def paths() -> list[Path]:
+        sub = config.stash.get(_SUBMISSION, None)
+        key = sub.origin if sub is not None and sub.module is not None else ""
+        if key not in cache:
+            cache[key] = forbidden.submission_paths(target, key or None)
+        return cache[key]
+
+    return paths
+
+
+def _choose_grading_profile(config: pytest.Config) -> None:
+    """``--hypothesis-profile=grading`` unless the user chose a profile."""
+    if getattr(config.option, "hypothesis_profile", None):
+        return
+    try:
+        import transformer_spec.hypothesis_profiles  # noqa: F401 - registers the profiles
+    except ModuleNotFoundError:
+        pass
+    from hypothesis import settings
+    from hypothesis.errors import InvalidArgument
+
+    try:
+        settings.get_profile(GRADING_PROFILE)
+    except InvalidArgument:  # the profiles module is absent: a derandomised stand-in
+        settings.register_profile(GRADING_PROFILE, derandomize=True, database=None, deadline=None,
+                                  print_blob=False)
+    config.option.hypothesis_profile = GRADING_PROFILE
+
+
+def _start_submission_coverage(config: pytest.Config, target: str, htmldir: str) -> None:
+    try:
+        from pytest_cov.plugin import CovPlugin
+    except ImportError:
+        raise pytest.UsageError("--cov-submission needs pytest-cov: pip install pytest-cov") from None
+    if config.pluginmanager.hasplugin("_cov"):
+        raise pytest.UsageError("--cov-submission measures the submission itself; do not combine it with --cov")
+    paths = forbidden.submission_paths(target)
+    if not paths:
+        raise pytest.UsageError(f"--cov-submission: cannot find the submission {target!r} on disk")
+    own = paths[0]
+    rc = Path(tempfile.mkdtemp(prefix="cov-submission-")) / "coveragerc"
+    measured = f"source = {own}" if own.is_dir() else f"include = {own}"
+    rc.write_text(
+        "[run]\nbranch = true\n" + measured + "\n"
+        f"data_file = {Path.cwd() / '.coverage.submission'}\n"
+        f"[report]\nshow_missing = true\n" + ("" if own.is_dir() else f"include = {own}\n") +
+        f"[html]\ndirectory = {htmldir}\ntitle = coverage of the submission {target}\n"
+    )
+    opt = config.option
+    opt.cov_source = [True]
+    opt.cov_config = str(rc)
+    opt.cov_report = {"term-missing": None, "html": htmldir}
+    config.pluginmanager.register(CovPlugin(opt, config.pluginmanager), "_cov")
+
+
+# --------------------------------------------------------------------------------------------
+# Collection: points per test
+# --------------------------------------------------------------------------------------------
+def _state(config: pytest.Config) -> GradingState | None:
+    return config.stash.get(_STATE, None)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]):
+    state = _state(config)
+    if state is not None:
+        # Before deselection (-k, -m): points depend on the collected tests, not the selection.
+        try:
+            components = {item.nodeid: component_of_item(item) for item in items}
+            check_rubric_against(state.rubric, components, Path(str(config.rootpath)))
+            graded = {n: c for n, c in components.items() if c is not None}
+            points, dropped = assign_points(state.rubric, graded)
+        except RubricError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        state.dropped = dropped
+        state.all_points = points  # type: ignore[attr-defined]
+    yield
+    if state is None:
+        return
+    points = state.all_points  # type: ignore[attr-defined]
+    counters: dict[str, int] = {}
+    for item in items:
+        if item.nodeid not in points:
+            continue
+        comp = components[item.nodeid]
+        hidden = item.get_closest_marker("hidden") is not None or any(
+            h == comp or _matches(h, item.nodeid) for h in state.rubric.hidden
+        )
+        counters[comp] = counters.get(comp, 0) + 1
+        state.results[item.nodeid] = Result(
+            item.nodeid, comp, points[item.nodeid], hidden,
+            number=f"{COMPONENTS.index(comp) + 1}.{counters[comp]}",
+        )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    state = _state(session.config)
+    if state is None:
+        return
+    state.collected = True
+    _write_json(session.config, state, final=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Running: seeds, time limit, forbidden uses, names used
+# --------------------------------------------------------------------------------------------
+def _track_names(config: pytest.Config) -> None:
+    """Record which contract names each test uses (through ``impl.get`` / ``impl.X``)."""
+    from .plugin import get_submission
+
+    sub = get_submission(config)
+    if "get" in vars(sub):
+        return
+    original = sub.get
+
+    def get(name: str):
+        state = _state(config)
+        if state is not None and state.current is not None and name in BY_NAME:
+            state.current.uses.add(name)
+        return original(name)
+
+    sub.get = get
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    state = _state(item.config)
+    if state is None:
+        return
+    result = state.results.get(item.nodeid)
+    state.current = result
+    if state.guard is not None:
+        state.guard.uses.clear()
+    if result is None:
+        return
+    _track_names(item.config)
+    if state.grading:
+        random.seed(0)
+        import torch
+
+        torch.manual_seed(0)
+        try:
+            import numpy
+
+            numpy.random.seed(0)
+        except ImportError:  # pragma: no cover
+            pass
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem) -> None:
+    state = _state(item.config)
+    if state is None or state.time_limit is None or nextitem is None:
+        return
+    if time.monotonic() - state.start > state.time_limit:
+        state.stopped_for_time = True
+        item.session.shouldstop = f"the run's time limit of {state.time_limit:g} s was reached"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    state = _state(item.config)
+    if state is None:
+        return
+    result = state.results.get(item.nodeid)
+    uses = list(state.guard.uses) if state.guard is not None else []
+    if call.when == "call" and uses and not report.failed:
+        report.outcome = "failed"
+        report.longrepr = uses[0].message
+    if call.excinfo is not None and not call.excinfo.errisinstance(pytest.skip.Exception):
+        exc = _leaf_exception(call.excinfo.value)
+        if isinstance(exc, NotImplementedError) and _submission_frame(exc, state) is not None:
+            report.longrepr = _describe_not_implemented(exc, state)
+    if result is None:
+        return
+    result.duration += report.duration
+    if report.failed:
+        if result.outcome != "failed":
+            result.output = _describe_failure(item, call, report, state, uses)
+        result.outcome = "failed"
+    elif report.skipped and result.outcome != "failed":
+        result.outcome = "skipped"
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        result.output = f"skipped: {reason.removeprefix('Skipped: ')}"
+    elif report.passed and call.when == "call" and result.outcome == "not run":
+        result.outcome = "passed"
+    if call.excinfo is not None:
+        exc = _leaf_exception(call.excinfo.value)
+        if isinstance(exc, NotImplementedError):
+            result.stub_raised = True
+            _mark_stubs(state, result, exc)
+    if call.when == "teardown":
+        state.current = None
+        if state.grade_json is not None and time.monotonic() - state.last_write > 5.0:
+            _write_json(item.config, state, final=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Failure messages
+# --------------------------------------------------------------------------------------------
+def _leaf_exception(exc: BaseException) -> BaseException:
+    while isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # an exception group
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _submission_frame(exc: BaseException, state: GradingState):
+    """The innermost traceback entry in the submission's own files, or None."""
+    paths = state.guard.paths() if state.guard is not None else []
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if any(filename == p or filename.startswith(p + os.sep) for p in paths):
+            found = tb
+        tb = tb.tb_next
+    return found
+
+
+def _rel(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith(".." + os.sep + "..") else rel
+
+
+def _where(tb) -> str:
+    code = tb.tb_frame.f_code
+    name = getattr(code, "co_qualname", code.co_name)
+    return f"{_rel(code.co_filename)}:{tb.tb_lineno} in {name}"
+
+
+def _contract_name_of(qualname: str) -> str | None:
+    """The contract name a function belongs to: ``MiniGPT.generate``, ``MultiHeadAttention``..."""
+    parts = qualname.split(".")
+    for i in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:i])
+        if candidate in BY_NAME:
+            return candidate
+    return None
+
+
+def _mark_stubs(state: GradingState, result: Result, exc: BaseException) -> None:
+    """A contract name whose code raised NotImplementedError is a stub, and so is every name the
+    test used through it (``MiniGPT`` when its ``SinusoidalPositionEncoding`` is a stub), but not
+    the class of a stubbed method (``MiniGPT`` when only ``MiniGPT.generate`` is a stub)."""
+    tb = _submission_frame(exc, state)
+    raised_in = None
+    if tb is not None:
+        code = tb.tb_frame.f_code
+        raised_in = _contract_name_of(getattr(code, "co_qualname", code.co_name))
+    if raised_in is not None:
+        state.stubs.add(raised_in)
+    for name in result.uses:
+        if raised_in is None or not (raised_in == name or raised_in.startswith(name + ".")):
+            state.stubs.add(name)
+        elif raised_in == name:
+            state.stubs.add(name)
+
+
+def _describe_not_implemented(exc: BaseException, state: GradingState) -> str:
+    tb = _submission_frame(exc, state)
+    message = str(exc).strip() or "not implemented yet"
+    return f"NotImplementedError: {message} (at {_where(tb)})" if tb is not None else f"NotImplementedError: {message}"
+
+
+_TIMEOUT = re.compile(r"Timeout \(>([0-9.]+)s\) from pytest-timeout")
+
+
+def _reproduce(item: pytest.Item) -> str:
+    impl = item.config.getoption("--impl") or loader.resolve_target(None)
+    return f'pytest --impl {impl} "{item.nodeid}"'
+
+
+def _describe_failure(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport,
+                      state: GradingState, uses: list) -> str:
+    """What a student reads in results.json: what went wrong, where, and how to reproduce it."""
+    phase = "" if call.when == "call" else f" (during test {call.when})"
+    reproduce = f"Reproduce: {_reproduce(item)}"
+    if call.excinfo is None:
+        if uses:
+            return f"{uses[0].message}\n{reproduce}"
+        return f"{report.longreprtext.strip()}\n{reproduce}"
+    top = call.excinfo.value
+    exc = _leaf_exception(top)
+    notes = [n for n in getattr(top, "__notes__", []) + getattr(exc, "__notes__", []) if isinstance(n, str)]
+    if isinstance(exc, loader.SubmissionError):
+        return f"{exc}{phase}\n{reproduce}"
+    timeout = _TIMEOUT.search(str(exc))
+    if timeout:
+        seconds = float(timeout.group(1))
+        tb = _submission_frame(exc, state)
+        where = f"; it was running {_where(tb)}" if tb is not None else ""
+        return (f"timed out after {seconds:g} s{phase}: the test did not finish in time "
+                f"(an endless loop, or far too slow?){where}\n{reproduce}")
+    if isinstance(exc, NotImplementedError) and _submission_frame(exc, state) is not None:
+        return f"{_describe_not_implemented(exc, state)}{phase}\n{reproduce}"
+    if isinstance(exc, AssertionError):
+        text = str(exc).strip() or "assertion failed"
+        headline = f"{text}{phase}"
+    else:
+        message = str(exc).strip()
+        headline = f"{type(exc).__name__}{': ' + message if message else ''}{phase}"
+        tb = _submission_frame(exc, state)
+        if tb is not None:
+            headline += f"\nraised at {_where(tb)}"
+    lines = [headline]
+    example = [n for n in notes if "Falsifying" in n]
+    if example:
+        lines.append("")
+        lines.append("The smallest failing example hypothesis found (the test's arguments):")
+        lines.extend("  " + line for n in example for line in n.splitlines())
+        lines.extend(n for n in notes if n not in example and not n.startswith("You can reproduce"))
+    lines.append(reproduce)
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Scores, table and results.json
+# --------------------------------------------------------------------------------------------
+def _submission_error(config: pytest.Config) -> str | None:
+    from .plugin import _SUBMISSION
+
+    sub = config.stash.get(_SUBMISSION, None)
+    return sub.error if sub is not None else None
+
+
+def score_results(config: pytest.Config, state: GradingState) -> None:
+    """Fill in every result's ``score``, ``status`` and ``final`` output (idempotent)."""
+    error = _submission_error(config)
+    not_run = (
+        f"not run: {state.interrupted}" if state.interrupted
+        else f"not run: the run's time limit of {state.time_limit:g} s was reached" if state.stopped_for_time
+        else "not run"
+    )
+    for r in state.results.values():
+        r.score, r.status, r.final = 0.0, "failed", r.output
+        if error is not None:
+            r.final = error if r.outcome != "not run" else f"{not_run}; {error}"
+        elif r.outcome == "not run":
+            r.final = not_run
+        elif r.outcome == "passed":
+            stubs = sorted(r.uses & state.stubs)
+            if stubs:
+                r.final = (
+                    f"passed, but {', '.join(f'`{s}`' for s in stubs)} is not implemented yet "
+                    f"(it raised NotImplementedError in this run): no points until it is"
+                )
+            else:
+                r.score, r.status, r.final = r.points, "passed", ""
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.2f}".rstrip("0").rstrip(".") if x != int(x) else f"{int(x)}"
+
+
+def score_table(state: GradingState) -> tuple[list[str], float, float]:
+    """Lines of the per-component table, the points earned and the points possible."""
+    rows = []
+    earned_total = possible_total = 0.0
+    for comp in COMPONENTS:
+        rs = [r for r in state.results.values() if r.component == comp]
+        if not rs:
+            continue
+        earned = sum(r.score for r in rs)
+        possible = sum(r.points for r in rs)
+        passed = sum(1 for r in rs if r.status == "passed")
+        earned_total += earned
+        possible_total += possible
+        rows.append((comp, f"{earned:.2f} / {possible:.2f}", f"{passed} / {len(rs)}"))
+    lines = [f"{'component':<12} {'points':>17}   {'tests passed':>12}"]
+    lines += [f"{c:<12} {p:>17}   {t:>12}" for c, p, t in rows]
+    passed_all = sum(1 for r in state.results.values() if r.status == "passed")
+    lines.append(f"{'total':<12} {f'{earned_total:.2f} / {possible_total:.2f}':>17}   "
+                 f"{f'{passed_all} / {len(state.results)}':>12}")
+    return lines, earned_total, possible_total
+
+
+def _notes(config: pytest.Config, state: GradingState) -> list[str]:
+    notes = []
+    error = _submission_error(config)
+    if error:
+        notes.append(f"The submission could not be imported, so every test scores 0: {error}")
+    if state.interrupted:
+        notes.append(f"The run was interrupted ({state.interrupted}); tests not run score 0.")
+    if state.stopped_for_time:
+        notes.append(f"The run's time limit of {state.time_limit:g} s was reached; tests not run score 0.")
+    graded_components = {r.component for r in state.results.values()}
+    missing = [c for c in state.rubric.components if c not in graded_components and state.rubric.components[c]]
+    if missing and state.results:
+        notes.append("No tests of component(s) " + ", ".join(missing) + " in this run: their points are not graded.")
+    if state.stubs:
+        notes.append("Not implemented yet (raised NotImplementedError): " + ", ".join(sorted(state.stubs)) + ".")
+    forbidden_hits = sorted({r.final.splitlines()[0] for r in state.results.values()
+                             if r.final.startswith("forbidden API")})
+    notes.extend(forbidden_hits[:5])
+    if any(r.hidden for r in state.results.values()):
+        notes.append("Some tests are hidden until grades are published; the total is shown then.")
+    return notes
+
+
+def results_json(config: pytest.Config, state: GradingState, final: bool = True) -> dict:
+    """Gradescope's results.json as a dict (see docs/grading.md)."""
+    score_results(config, state)
+    lines, earned, possible = score_table(state)
+    sub_target = loader.resolve_target(config.getoption("--impl"))
+    header = f"transformer-spec: {sub_target} scored {_fmt(round(earned, 2))} / {_fmt(round(possible, 2))}"
+    if not final:
+        header += " (the run has not finished; this file is rewritten at its end)"
+    output = "\n".join([header, "", *lines, "", *_notes(config, state)]).rstrip() + "\n"
+    tests = []
+    for r in state.results.values():
+        tests.append({
+            "name": f"[{r.component}] {r.nodeid}",
+            "number": r.number,
+            "score": round(r.score, 4),
+            "max_score": round(r.points, 4),
+            "status": r.status,
+            "output": r.final,
+            "output_format": "text",
+            "tags": [r.component],
+            "visibility": HIDDEN_VISIBILITY if r.hidden else "visible",
+        })
+    return {
+        "score": round(earned, 4),
+        "execution_time": round(time.monotonic() - state.start, 2),
+        "output": output,
+        "output_format": "text",
+        "test_output_format": "text",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+    }
+
+
+def _write_json(config: pytest.Config, state: GradingState, final: bool) -> None:
+    if state.grade_json is None:
+        return
+    data = results_json(config, state, final)
+    path = state.grade_json
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    state.last_write = time.monotonic()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
+    state = _state(session.config)
+    if state is None:
+        return
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        reason = session.shouldstop or session.shouldfail
+        state.interrupted = "the run was interrupted" + (
+            f" ({reason})" if isinstance(reason, str) and not state.stopped_for_time else ""
+        )
+        if not state.collected:
+            state.interrupted += " before all tests were collected"
+    _write_json(session.config, state, final=True)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    state = _state(config)
+    if state is None or not state.results:
+        return
+    score_results(config, state)
+    lines, earned, possible = score_table(state)
+    target = loader.resolve_target(config.getoption("--impl"))
+    tr = terminalreporter
+    tr.write_sep("=", f"score of {target}: {_fmt(round(earned, 2))} / {_fmt(round(possible, 2))}")
+    for line in lines:
+        tr.write_line(line)
+    for note in _notes(config, state):
+        tr.write_line(note)
+    if state.grade_json is not None:
+        tr.write_line(f"results.json: {_rel(str(state.grade_json))}")
