@@ -53,11 +53,19 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None, *, dropout=None
     blocked_rows = None
     if mask is not None:
         check_mask(mask, scores.shape)
-        scores = scores.masked_fill(mask, float("-inf"))
+        # In place: `scores` is this call's own temporary (nothing else holds it, and autograd
+        # needs neither it nor its input for the backward of `* scale`), so an out-of-place
+        # fill would only copy the (..., Lq, Lk) scores once more.
+        scores.masked_fill_(mask, float("-inf"))
         # A row with every key blocked would be softmax(-inf, ..., -inf) = NaN. Give such rows
         # finite scores here and zero weights below, so they output 0 with zero gradients.
-        blocked_rows = mask.all(dim=-1, keepdim=True)  # (..., Lq, 1)
-        scores = scores.masked_fill(blocked_rows, 0.0)
+        blocked_rows = mask.all(dim=-1, keepdim=True)  # (..., Lq, 1), from the small mask
+        if blocked_rows.any():
+            scores.masked_fill_(blocked_rows, 0.0)
+        else:
+            # The usual case (a causal mask, padding of a non-empty sequence): no such row, so
+            # skip the two passes over the scores and weights that would change nothing.
+            blocked_rows = None
     weights = F.softmax(scores, dim=-1)  # over the keys: each row sums to 1
     if blocked_rows is not None:
         weights = weights.masked_fill(blocked_rows, 0.0)
