@@ -28,9 +28,13 @@ from transformer_spec.testing import parameter_table, set_parameters
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 REGENERATE = "python -m spec_tests.snapshots.regenerate"
-TOL = {  # the snapshot was computed in float64; float32 goes through a few dozen roundings
+# The snapshot was computed in float64. float32 goes through a few dozen roundings. In float64
+# the sinusoidal table still differs between correct implementations by up to ~6e-8 (the seed
+# builds it in float32 arithmetic and stores a float32 buffer), which moves the logits by ~4e-8;
+# hence 1e-6, still orders of magnitude below what any mistake changes.
+TOL = {
     torch.float32: {"rtol": 1e-4, "atol": 1e-4},
-    torch.float64: {"rtol": 1e-8, "atol": 1e-9},
+    torch.float64: {"rtol": 1e-6, "atol": 1e-6},
 }
 
 
