@@ -84,9 +84,9 @@ def bool_tensors(draw, shape: tuple[int, ...]) -> torch.Tensor:
     return torch.tensor(flat, dtype=torch.bool).reshape(shape)
 
 
-def batch_shapes(max_dims: int = 2, max_size: int = 2) -> st.SearchStrategy[tuple[int, ...]]:
+def batch_shapes(max_dims: int = 2, max_size: int = 2, min_dims: int = 0) -> st.SearchStrategy[tuple[int, ...]]:
     """Leading ``...`` dimensions of an attention call: ``()``, ``(B,)``, ``(B, H)`` (shrinks to ``()``)."""
-    return st.lists(st.integers(1, max_size), max_size=max_dims).map(tuple)
+    return st.lists(st.integers(1, max_size), min_size=min_dims, max_size=max_dims).map(tuple)
 
 
 @st.composite
@@ -131,12 +131,12 @@ class AttentionInputs:
 @st.composite
 def attention_inputs(draw, *, with_mask: bool | None = None, dtype: torch.dtype | None = None,
                      same_length: bool = False, max_len: int = 5, max_dim: int = 4,
-                     limit: float = 3.0) -> AttentionInputs:
+                     limit: float = 3.0, min_batch_dims: int = 0) -> AttentionInputs:
     """Inputs of ``scaled_dot_product_attention``: leading dimensions ``()``/``(B,)``/``(B, H)``,
     lengths 1..``max_len``, ``d_k``, ``d_v`` 1..``max_dim``. ``with_mask=None`` draws whether to
     mask (shrinks to no mask); ``same_length`` makes ``Lq == Lk``."""
     dtype = draw(dtypes()) if dtype is None else dtype
-    batch = draw(batch_shapes())
+    batch = draw(batch_shapes(min_dims=min_batch_dims))
     lq = draw(st.integers(1, max_len))
     lk = lq if same_length else draw(st.integers(1, max_len))
     dk = draw(st.integers(1, max_dim))
