@@ -1,0 +1,169 @@
+"""Write the student starter kit: the reference with every solution region replaced by a stub.
+
+    python -m tools.release --out DIR [--name my_transformer] [--force]
+
+Every region of ``reference/`` between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` (nbgrader's
+convention) becomes, at the region's indentation::
+
+    # YOUR CODE HERE
+    raise NotImplementedError("MultiHeadAttention.forward is not implemented yet")
+
+Signatures, docstrings and the argument validation outside the regions are kept. The kit is
+``DIR/<name>/`` (a package a student edits and tests with ``pytest --impl DIR/<name>``), the
+contract (``DIR/contract.md``) and ``DIR/README.md``. The kit is checked before this returns:
+it must import, and no solution line may remain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+REFERENCE_DIR = REPO / "reference"
+CONTRACT = REPO / "docs" / "contract.md"
+BEGIN = "### BEGIN SOLUTION"
+END = "### END SOLUTION"
+STUB_COMMENT = "# YOUR CODE HERE (see the docstring above and the contract)"
+
+
+class ReleaseError(Exception):
+    """The reference's solution markers are malformed, or the kit failed its checks."""
+
+
+def _enclosing_function(tree: ast.AST, lineno: int) -> str:
+    """The qualified name of the innermost function containing line ``lineno``."""
+    best: list[str] = []
+
+    def visit(node: ast.AST, prefix: list[str]) -> None:
+        nonlocal best
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if child.lineno <= lineno <= (child.end_lineno or child.lineno):
+                    path = prefix + [child.name]
+                    if not isinstance(child, ast.ClassDef):
+                        best = path
+                    visit(child, path)
+
+    visit(tree, [])
+    return ".".join(best)
+
+
+def strip_solutions(source: str, filename: str = "<source>") -> tuple[str, list[str]]:
+    """``source`` with every solution region stubbed, and the stubbed functions' names."""
+    tree = ast.parse(source, filename)
+    lines = source.splitlines(keepends=True)
+    out: list[str] = []
+    stubbed: list[str] = []
+    begin: int | None = None
+    for i, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if stripped == BEGIN:
+            if begin is not None:
+                raise ReleaseError(f"{filename}:{i}: {BEGIN} inside another solution region (opened at line {begin})")
+            begin = i
+            indent = line[: len(line) - len(line.lstrip())]
+            name = _enclosing_function(tree, i)
+            if not name:
+                raise ReleaseError(f"{filename}:{i}: a solution region outside any function")
+            stubbed.append(name)
+            out.append(f"{indent}{STUB_COMMENT}\n")
+            out.append(f'{indent}raise NotImplementedError("{name} is not implemented yet")\n')
+        elif stripped == END:
+            if begin is None:
+                raise ReleaseError(f"{filename}:{i}: {END} without {BEGIN}")
+            begin = None
+        elif begin is None:
+            out.append(line)
+    if begin is not None:
+        raise ReleaseError(f"{filename}:{begin}: {BEGIN} is never closed by {END}")
+    return "".join(out), stubbed
+
+
+def _check_kit(pkg: Path) -> None:
+    """The kit must import in a fresh interpreter (its own package name, outside this repo)."""
+    code = (
+        "import importlib.util, sys; "
+        f"spec = importlib.util.spec_from_file_location('starter_kit_check', {str(pkg / '__init__.py')!r}, "
+        f"submodule_search_locations=[{str(pkg)!r}]); "
+        "m = importlib.util.module_from_spec(spec); sys.modules[spec.name] = m; spec.loader.exec_module(m)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=pkg.parent)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise ReleaseError(f"the starter kit in {pkg} does not import: {last}")
+
+
+def _readme(name: str) -> str:
+    return f"""# Transformer starter kit
+
+`{name}/` holds the names of the contract (`contract.md`). Every function body you write says
+
+    raise NotImplementedError("... is not implemented yet")
+
+Replace those lines by your code; keep the signatures, the docstrings and the argument checks.
+
+Run the specification on your code from a checkout of the course repository:
+
+    python -m pytest spec_tests properties --impl path/to/{name}
+
+The end of the run shows your points per component. A failing test says what was expected,
+what your code returned and where; `pytest --impl path/to/{name} "TEST ID"` re-runs one test.
+Do not use torch.nn.MultiheadAttention, torch.nn.functional.scaled_dot_product_attention, the
+torch.nn.Transformer* layers or the course's reference: the grader detects them and fails the test.
+"""
+
+
+def release(out: Path, name: str = "my_transformer", force: bool = False) -> Path:
+    """Write the starter kit to ``out``; returns the package folder ``out/<name>``."""
+    if not name.isidentifier():
+        raise ReleaseError(f"--name {name!r} is not a valid Python package name")
+    out = Path(out)
+    pkg = out / name
+    if pkg.exists():
+        if not force:
+            raise ReleaseError(f"{pkg} already exists; remove it or pass --force to overwrite it")
+        shutil.rmtree(pkg)
+    pkg.mkdir(parents=True)
+    total = 0
+    for src in sorted(REFERENCE_DIR.glob("*.py")):
+        text = src.read_text(encoding="utf-8")
+        stubbed_text, stubbed = strip_solutions(text, f"reference/{src.name}")
+        if BEGIN in stubbed_text or END in stubbed_text:
+            raise ReleaseError(f"reference/{src.name}: a solution marker is not on a line of its own")
+        (pkg / src.name).write_text(stubbed_text, encoding="utf-8")
+        total += len(stubbed)
+    if total == 0:
+        raise ReleaseError(f"no {BEGIN} regions found in {REFERENCE_DIR}")
+    if CONTRACT.exists():
+        shutil.copyfile(CONTRACT, out / "contract.md")
+    (out / "README.md").write_text(_readme(name), encoding="utf-8")
+    _check_kit(pkg)
+    return pkg
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.release",
+        description="Write the student starter kit: reference/ with every solution region replaced by "
+                    "raise NotImplementedError(...).",
+    )
+    parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder to write the kit to")
+    parser.add_argument("--name", default="my_transformer", help="the kit's package name (default: my_transformer)")
+    parser.add_argument("--force", action="store_true", help="overwrite DIR/<name> if it exists")
+    args = parser.parse_args(argv)
+    try:
+        pkg = release(args.out, args.name, args.force)
+    except ReleaseError as exc:
+        print(f"release: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"starter kit written to {pkg}; students run: python -m pytest spec_tests properties --impl {pkg}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
