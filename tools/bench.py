@@ -177,16 +177,16 @@ def bench_suite(impl_target: str, repeats: int, cwd: Path = ROOT, extra: Sequenc
 
 
 def bench_attention(impl: Submission, lengths: Sequence[int], repeats: int, batch: int = 4,
-                    d_model: int = 128, num_heads: int = 4) -> list[Row]:
+                    d_model: int = 128, num_heads: int = 4, min_time: float = MIN_TIME) -> list[Row]:
     """Forward and forward+backward of the contract's attention and torch's, causal mask."""
     rows = []
     for L in lengths:
-        rows += _attention_rows(impl, L, repeats, batch, d_model, num_heads)
+        rows += _attention_rows(impl, L, repeats, batch, d_model, num_heads, min_time)
     return rows
 
 
 def _attention_rows(impl: Submission, L: int, repeats: int, batch: int, d_model: int,
-                    num_heads: int) -> list[Row]:
+                    num_heads: int, min_time: float) -> list[Row]:
     gen = torch.Generator().manual_seed(L)
     d_k = d_model // num_heads
     q, k, v = (torch.randn(batch, num_heads, L, d_k, generator=gen, requires_grad=True) for _ in range(3))
@@ -219,11 +219,10 @@ def _attention_rows(impl: Submission, L: int, repeats: int, batch: int, d_model:
         ("MHSA", mha_ours, mha_torch, "nn.MultiheadAttention"),
     ):
         with torch.no_grad():
-            t = side_by_side(ours, theirs, repeats, min_time=MIN_TIME)
+            t = side_by_side(ours, theirs, repeats, min_time=min_time)
             rows.append(Row(f"{what} forward L={L} vs {baseline}", *t))
         rows.append(Row(f"{what} forward+backward L={L} vs {baseline}",
-                        *side_by_side(backward(ours), backward(theirs), repeats,
-                                     min_time=MIN_TIME)))
+                        *side_by_side(backward(ours), backward(theirs), repeats, min_time=min_time)))
     return rows
 
 
@@ -321,15 +320,16 @@ def bench_train(impl: Submission, repeats: int, vocab_size=65, d_model=128, num_
 
 
 def bench_generate(impl: Submission, repeats: int, new_tokens: int = 256, seed_len: int = 16,
-                   max_len: int | None = None, vocab_size: int = 65) -> Row:
+                   max_len: int | None = None, vocab_size: int = 65, **sizes) -> Row:
     """Greedy generation of ``new_tokens`` with ``use_cache=True`` against ``use_cache=False``.
 
-    ``max_len=None`` means ``seed_len + new_tokens``: the window never slides.
+    ``max_len=None`` means ``seed_len + new_tokens``: the window never slides. ``sizes`` go to
+    ``MiniGPT`` (default: the contract's defaults, d_model 128, 4 heads, 4 layers, d_ff 512).
     """
     slides = max_len is not None and max_len < seed_len + new_tokens
     max_len = seed_len + new_tokens if max_len is None else max_len
     torch.manual_seed(0)
-    model = impl.MiniGPT(vocab_size, max_len=max_len)
+    model = impl.MiniGPT(vocab_size, max_len=max_len, **sizes)
     seed = [i % vocab_size for i in range(seed_len)]
     try:
         cached = model.generate(seed, max_new_tokens=new_tokens, temperature=0, use_cache=True)
