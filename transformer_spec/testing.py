@@ -10,6 +10,7 @@ the same weights, to serve as an independent oracle.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 
@@ -249,15 +250,42 @@ def assert_attention_weights_valid(weights: torch.Tensor, mask: torch.Tensor | N
                              f"expected 1 within {atol:g} (softmax over the last dimension, the keys)")
 
 
-def assert_property_fails(test, *, match: str | None = None, **kwargs) -> str:
+@contextlib.contextmanager
+def quick_settings(test, *, min_examples: int = 50):
+    """Run the hypothesis property ``test`` without shrinking, derandomised, without an example
+    database, with at least ``min_examples`` examples, for the duration of the ``with`` block.
+
+    For showing that a property fails on a broken implementation: the first failing example is
+    enough, and nothing is stored in (or replayed from) the example database. Swaps the settings
+    that ``@given`` reads when the test is called, and restores them afterwards.
+    """
+    from hypothesis import Phase, settings
+
+    old = test._hypothesis_internal_use_settings
+    test._hypothesis_internal_use_settings = settings(
+        old, phases=[Phase.explicit, Phase.generate], database=None, derandomize=True,
+        max_examples=max(old.max_examples, min_examples), report_multiple_bugs=False,
+    )
+    try:
+        yield test
+    finally:
+        test._hypothesis_internal_use_settings = old
+
+
+def assert_property_fails(test, *, match: str | None = None, shrink: bool = False, **kwargs) -> str:
     """Run a hypothesis property ``test(**kwargs)`` (e.g. ``impl=broken``) and assert it fails
     with an ``AssertionError`` (several distinct failures may come as an exception group).
 
     ``match``, if given, must occur in the failure message (so the property fails for the
-    intended reason, not a crash). Returns the message.
+    intended reason, not a crash). Without ``shrink``, runs under :func:`quick_settings`.
+    Returns the message.
     """
     try:
-        test(**kwargs)
+        if shrink:
+            test(**kwargs)
+        else:
+            with quick_settings(test):
+                test(**kwargs)
     except AssertionError as exc:
         message = str(exc)
     except Exception as exc:
