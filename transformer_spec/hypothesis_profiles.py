@@ -9,8 +9,8 @@ Loaded as a pytest plugin by the root ``conftest.py``. Select a profile with
 * ``grading``: derandomised (every submission sees the same examples, a re-run gives the same
   result) and without an example database, so nothing from earlier runs leaks into a grade.
   Same number of examples as ``dev``.
-* ``thorough``: many more examples (twenty times ``dev``), for checking an implementation (or
-  the suite) in depth; takes minutes.
+* ``thorough``: many more examples (500 per property, over twelve times ``dev``), for checking
+  an implementation (or the suite) in depth; takes minutes.
 
 All three have no deadline: torch's first call takes ~350 ms, over hypothesis's 200 ms
 default, and timings on a shared machine vary. The ``too_slow`` health check is off for the
@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, settings
 DEFAULT_PROFILE = "dev"
 #: examples per property in ``dev`` and ``grading``; properties that are expensive per example
 #: take a fraction of it (see ``properties/strategies.py:budget``).
-DEV_EXAMPLES = 20
-THOROUGH_EXAMPLES = 20 * DEV_EXAMPLES
+DEV_EXAMPLES = 40
+THOROUGH_EXAMPLES = 500
 
 # Every profile derives from hypothesis's built-in "default", never from whatever profile is
 # active at import time (that is "ci" when $CI is set, which is derandomised and has no database).
