@@ -299,10 +299,12 @@ def _resolve(api: str):
 
 
 def _short(filename: str) -> str:
+    """``filename`` relative to the working folder when it is inside it, else as it is."""
     try:
-        return os.path.relpath(filename)
+        rel = os.path.relpath(filename)
     except ValueError:
         return filename
+    return filename if rel.startswith("..") else rel
 
 
 def validate(apis: Iterable[str]) -> None:

@@ -525,13 +525,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             pass
 
 
-class StubReached(BaseException):
-    """A property example reached ``raise NotImplementedError``: stop at once, do not shrink.
-
-    Raised in place of the NotImplementedError (its ``__cause__``) so that hypothesis, which
-    does not catch BaseException, ends the test at the first example instead of shrinking an
-    input that every example fails on anyway.
-    """
+class NoShrink(BaseException):
+    """A property example reached a stub (``NotImplementedError``), a missing name or a forbidden
+    API: stop at once. Raised in place of that exception (its ``__cause__``) so that hypothesis,
+    which does not catch BaseException, ends the test at the first example instead of shrinking
+    an input that every example fails on anyway."""
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -545,8 +543,8 @@ def pytest_runtest_call(item: pytest.Item):
     def inner_test(*args, **kwargs):
         try:
             return inner(*args, **kwargs)
-        except NotImplementedError as exc:
-            raise StubReached(str(exc)) from exc
+        except (NotImplementedError, loader.SubmissionError) as exc:
+            raise NoShrink(str(exc)) from exc
 
     handle.inner_test = inner_test  # hypothesis's documented hook for wrapping the inner test
     try:
@@ -608,7 +606,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 # Failure messages
 # --------------------------------------------------------------------------------------------
 def _leaf_exception(exc: BaseException) -> BaseException:
-    if isinstance(exc, StubReached) and exc.__cause__ is not None:
+    if isinstance(exc, NoShrink) and exc.__cause__ is not None:
         return exc.__cause__
     while isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # an exception group
         exc = _leaf_exception(exc.exceptions[0])
@@ -633,7 +631,7 @@ def _rel(path: str) -> str:
         rel = os.path.relpath(path)
     except ValueError:
         return path
-    return path if rel.startswith(".." + os.sep + "..") else rel
+    return path if rel.startswith("..") else rel
 
 
 def _where(tb) -> str:
