@@ -30,6 +30,7 @@ examples), used no forbidden API, and used no contract name that is still a stub
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import json
 import math
@@ -540,6 +541,7 @@ def pytest_runtest_call(item: pytest.Item):
         yield
         return
 
+    @functools.wraps(inner)
     def inner_test(*args, **kwargs):
         try:
             return inner(*args, **kwargs)
@@ -693,7 +695,10 @@ def _describe_failure(item: pytest.Item, call: pytest.CallInfo, report: pytest.T
         return f"{report.longreprtext.strip()}\n{reproduce}"
     top = call.excinfo.value
     exc = _leaf_exception(top)
-    notes = [n for n in getattr(top, "__notes__", []) + getattr(exc, "__notes__", []) if isinstance(n, str)]
+    notes = []
+    for n in list(getattr(top, "__notes__", [])) + list(getattr(exc, "__notes__", [])):
+        if isinstance(n, str) and n not in notes:
+            notes.append(n)
     if isinstance(exc, loader.SubmissionError):
         return f"{exc}{phase}\n{reproduce}"
     timeout = _TIMEOUT.search(str(exc))
@@ -720,7 +725,6 @@ def _describe_failure(item: pytest.Item, call: pytest.CallInfo, report: pytest.T
         lines.append("")
         lines.append("The smallest failing example hypothesis found (the test's arguments):")
         lines.extend("  " + line for n in example for line in n.splitlines())
-        lines.extend(n for n in notes if n not in example and not n.startswith("You can reproduce"))
     lines.append(reproduce)
     return "\n".join(lines)
 
