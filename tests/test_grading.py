@@ -1,0 +1,363 @@
+"""Tests of the grading plugin (transformer_spec/grading.py): rubric, points, results.json.
+
+Runs of the real suite are in-process (``pytest.main``) on small selections; the harness's
+mechanics (hidden tests, skips, interruption, unimportable submissions) run on tiny synthetic
+test files through ``pytester``. The one full run on the reference is shared by a module fixture.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from transformer_spec import grading
+from transformer_spec.contract import COMPONENTS
+from transformer_spec.patching import write_patched_reference
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parent.parent
+
+#: Gradescope's results.json, from its autograder specification
+#: (https://gradescope-autograders.readthedocs.io/en/latest/specs/#output-format).
+FORMATS = ["text", "html", "simple_format", "md", "ansi"]
+VISIBILITY = ["hidden", "after_due_date", "after_published", "visible"]
+GRADESCOPE_SCHEMA = {
+    "type": "object",
+    "required": ["score", "execution_time", "output", "tests"],
+    "additionalProperties": False,
+    "properties": {
+        "score": {"type": "number"},
+        "execution_time": {"type": "number", "minimum": 0},
+        "output": {"type": "string"},
+        "output_format": {"enum": FORMATS},
+        "test_output_format": {"enum": FORMATS},
+        "test_name_format": {"enum": FORMATS},
+        "visibility": {"enum": VISIBILITY},
+        "stdout_visibility": {"enum": VISIBILITY},
+        "extra_data": {"type": "object"},
+        "leaderboard": {"type": "array"},
+        "tests": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name", "number", "score", "max_score", "status", "output", "visibility"],
+                "additionalProperties": False,
+                "properties": {
+                    "name": {"type": "string", "minLength": 1},
+                    "name_format": {"enum": FORMATS},
+                    "number": {"type": "string", "pattern": r"^\d+(\.\d+)*$"},
+                    "score": {"type": "number", "minimum": 0},
+                    "max_score": {"type": "number", "minimum": 0},
+                    "status": {"enum": ["passed", "failed"]},
+                    "output": {"type": "string"},
+                    "output_format": {"enum": FORMATS},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "visibility": {"enum": VISIBILITY},
+                    "extra_data": {"type": "object"},
+                },
+            },
+        },
+    },
+}
+
+
+def grade(tmp_path: Path, *args: str, impl: str = "reference") -> tuple[int, dict]:
+    """Run pytest in-process on the repository's suite; returns (exit code, results.json)."""
+    out = tmp_path / f"results_{len(list(tmp_path.glob('results_*.json')))}.json"
+    code = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(REPO), "--impl", impl,
+                        "--grade-json", str(out), *args])
+    return int(code), json.loads(out.read_text())
+
+
+def by_component(results: dict) -> dict[str, tuple[float, float]]:
+    table: dict[str, list[float]] = {}
+    for t in results["tests"]:
+        comp = t["tags"][0]
+        earned, possible = table.setdefault(comp, [0.0, 0.0])
+        table[comp] = [earned + t["score"], possible + t["max_score"]]
+    return {c: (round(e, 6), round(p, 6)) for c, (e, p) in table.items()}
+
+
+# ------------------------------------------------------------------------------------------------
+# The rubric
+# ------------------------------------------------------------------------------------------------
+def test_default_rubric_gives_every_component_points_summing_to_100():
+    rubric = grading.load_rubric()
+    assert set(rubric.components) == set(COMPONENTS)
+    assert rubric.total == 100
+    assert all(p > 0 for p in rubric.components.values())
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"components": {"attention": 10, "attentoin": 5}}, "unknown component 'attentoin'"),
+    ({"components": {"attention": -1}}, "[components] attention must be a number >= 0"),
+    ({"components": {"attention": 10}, "weights": {}}, "unknown key(s) 'weights'"),
+    ({"tests": {}}, "a [components] table"),
+    ({"components": {"attention": 10}, "drop": "spec_tests"}, "`drop` must be a list of strings"),
+    ({"components": {"attention": 10}, "forbidden": ["torch.nn.NoSuchLayer"]}, "'torch.nn.NoSuchLayer'"),
+])
+def test_bad_rubric_says_which_entry(data, message):
+    with pytest.raises(grading.RubricError) as excinfo:
+        grading.parse_rubric(data, "my.toml")
+    assert message in str(excinfo.value) and "my.toml" in str(excinfo.value)
+
+
+def test_rubric_file_that_is_not_toml(tmp_path):
+    bad = tmp_path / "r.toml"
+    bad.write_text("[components\nattention = 1\n")
+    with pytest.raises(grading.RubricError, match="not valid TOML"):
+        grading.load_rubric(bad)
+
+
+def test_unknown_test_names_are_errors_that_name_the_test(tmp_path):
+    (tmp_path / "spec_tests").mkdir()
+    (tmp_path / "spec_tests" / "test_a.py").write_text("")
+    collected = {"spec_tests/test_a.py::test_one[float32]": "attention", "tests/test_x.py::test_y": None}
+    ok = grading.parse_rubric({"components": {"attention": 10}, "tests": {"spec_tests/test_a.py::test_one": 2},
+                               "hidden": ["errors", "spec_tests/test_a.py"],
+                               "drop": ["spec_tests/test_b_not_collected.py"]}, "r.toml")
+    (tmp_path / "spec_tests" / "test_b_not_collected.py").write_text("")
+    grading.check_rubric_against(ok, collected, tmp_path)  # a file not collected in this run cannot be checked
+    cases = [
+        ({"tests": {"spec_tests/test_a.py::test_two": 1}}, "unknown test 'spec_tests/test_a.py::test_two'"),
+        ({"drop": ["spec_tests/test_nope.py::test_one"]}, "there is no file spec_tests/test_nope.py"),
+        ({"hidden": ["attentoin"]}, "unknown test 'attentoin' (nor a component)"),
+        ({"tests": {"tests/test_x.py::test_y": 1}}, "not a graded test"),
+    ]
+    for extra, message in cases:
+        rubric = grading.parse_rubric({"components": {"attention": 10}, **extra}, "r.toml")
+        with pytest.raises(grading.RubricError) as excinfo:
+            grading.check_rubric_against(rubric, collected, tmp_path)
+        assert message in str(excinfo.value)
+
+
+def test_points_are_shared_within_a_component_with_overrides_and_drops():
+    graded = {
+        "a.py::t1": "attention", "a.py::t2[x]": "attention", "a.py::t2[y]": "attention", "a.py::t3": "attention",
+        "m.py::t1": "masks", "m.py::t2": "masks",
+    }
+    rubric = grading.parse_rubric({"components": {"attention": 10, "masks": 4},
+                                   "tests": {"a.py::t2": 6}, "drop": ["m.py::t2"]})
+    points, dropped = grading.assign_points(rubric, graded)
+    assert dropped == ["m.py::t2"]
+    assert points == {"a.py::t1": 2, "a.py::t2[x]": 3, "a.py::t2[y]": 3, "a.py::t3": 2, "m.py::t1": 4}
+    too_many = grading.parse_rubric({"components": {"attention": 5}, "tests": {"a.py::t1": 6}})
+    with pytest.raises(grading.RubricError, match="sum to 6, more than the component's 5"):
+        grading.assign_points(too_many, graded)
+
+
+# ------------------------------------------------------------------------------------------------
+# The real suite
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def reference_results(tmp_path_factory):
+    return grade(tmp_path_factory.mktemp("ref"), "spec_tests", "properties")
+
+
+def test_reference_scores_100_and_results_json_follows_gradescope_schema(reference_results):
+    code, results = reference_results
+    assert code == 0
+    jsonschema.validate(results, GRADESCOPE_SCHEMA)
+    assert results["score"] == pytest.approx(100)
+    assert sum(t["max_score"] for t in results["tests"]) == pytest.approx(100, abs=0.01)
+    assert {t["tags"][0] for t in results["tests"]} == set(COMPONENTS), "every component has tests"
+    assert all(t["status"] == "passed" and t["output"] == "" for t in results["tests"])
+    assert "scored 100 / 100" in results["output"]
+    numbers = [t["number"] for t in results["tests"]]
+    assert len(set(numbers)) == len(numbers)
+
+
+def test_broken_submission_loses_points_in_its_component_only(tmp_path):
+    # GELU replaced by ReLU: only the feed-forward's own tests can tell.
+    pkg = write_patched_reference(tmp_path, [("feedforward.py", "F.gelu(", "F.relu(")], "relu_ffn")
+    code, results = grade(tmp_path, "spec_tests/test_torch_oracle.py", "-k", "feed_forward or sdpa", impl=str(pkg))
+    assert code == 1
+    table = by_component(results)
+    earned, possible = table["ffn"]
+    assert earned == 0 < possible
+    assert table["attention"][0] == table["attention"][1] > 0
+    failed = [t for t in results["tests"] if t["status"] == "failed"]
+    assert failed and all("values differ" in t["output"] and "Reproduce: pytest --impl" in t["output"]
+                          for t in failed)
+
+
+def test_missing_name_says_which_contract_row(tmp_path):
+    sub = tmp_path / "only_masks.py"
+    sub.write_text("import torch\n\ndef causal_mask(seq_len, device=None):\n"
+                   "    return torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool, device=device), 1)\n")
+    _, results = grade(tmp_path, "spec_tests/test_contract_basics.py", "-k", "name_is_defined", impl=str(sub))
+    by_name = {t["name"].split("[")[-1].rstrip("]"): t for t in results["tests"]}
+    assert by_name["causal_mask"]["status"] == "passed"
+    missing = by_name["FeedForward"]
+    assert missing["score"] == 0
+    assert "`FeedForward` is not defined by the submission (component 'ffn')" in missing["output"]
+    assert "linear1, linear2" in missing["output"]  # the contract row
+
+
+def test_same_submission_graded_twice_gives_identical_reports(tmp_path):
+    pkg = write_patched_reference(tmp_path, [("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = 1.0")],
+                                  "no_scaling")
+    args = ("properties/test_law5_variance.py", "spec_tests/test_seed001_worked_example.py")
+    _, first = grade(tmp_path, *args, impl=str(pkg))
+    _, second = grade(tmp_path, *args, impl=str(pkg))
+    first.pop("execution_time"), second.pop("execution_time")
+    assert first == second
+    failing_property = [t for t in first["tests"] if t["status"] == "failed" and "properties/" in t["name"]]
+    assert failing_property, "a missing 1/sqrt(d_k) must fail a property"
+    text = failing_property[0]["output"]
+    assert "The smallest failing example hypothesis found" in text and "Falsifying example:" in text
+    assert f'Reproduce: pytest --impl {pkg} "properties/test_law5_variance.py::' in text
+
+
+# ------------------------------------------------------------------------------------------------
+# The harness's mechanics, on synthetic tests
+# ------------------------------------------------------------------------------------------------
+SUBMISSION = '''
+import time
+
+def scaled_dot_product_attention(q, k, v=None, mask=None, scale=None):
+    return q, k
+
+def causal_mask(seq_len, device=None):
+    raise NotImplementedError("causal_mask is not implemented yet")
+
+def padding_mask(tokens, pad_id):
+    while True:
+        time.sleep(0.05)
+'''
+
+SYNTHETIC_TESTS = '''
+import pytest
+
+@pytest.mark.component("attention")
+def test_passes(impl):
+    assert impl.scaled_dot_product_attention(1, 2) == (1, 2)
+
+@pytest.mark.component("attention")
+@pytest.mark.hidden
+def test_hidden_fails(impl):
+    out, _ = impl.scaled_dot_product_attention(1, 2)
+    assert out == 3, "expected 3, got 1"
+
+@pytest.mark.component("masks")
+def test_stub(impl):
+    impl.causal_mask(3)
+
+@pytest.mark.component("masks")
+def test_name_exists_but_is_a_stub(impl):
+    assert callable(impl.causal_mask)
+
+@pytest.mark.component("errors")
+def test_skipped_at_run_time(impl):
+    pytest.skip("no GPU here")
+
+def test_not_graded(impl):
+    assert False
+'''
+
+
+@pytest.fixture
+def synthetic(pytester):
+    pytester.makepyfile(test_synthetic=SYNTHETIC_TESTS, submission=SUBMISSION)
+    pytester.makefile(".toml", rubric="[components]\nattention = 10\nmasks = 6\nerrors = 4\n")
+    return pytester
+
+
+def run_synthetic(pytester, *args, impl="submission.py", **kwargs):
+    result = pytester.runpytest_inprocess(
+        "-p", "transformer_spec.plugin", "-p", "transformer_spec.grading", "-p", "no:cacheprovider",
+        "--impl", impl, "--rubric", "rubric.toml", "--grade-json", "r.json", *args, **kwargs,
+    )
+    return result, json.loads((pytester.path / "r.json").read_text())
+
+
+def test_synthetic_scores_hidden_tests_stubs_and_skips(synthetic):
+    result, results = run_synthetic(synthetic, "-k", "not padding")
+    jsonschema.validate(results, GRADESCOPE_SCHEMA)
+    tests = {t["name"].split("::")[-1]: t for t in results["tests"]}
+    assert set(tests) == {"test_passes", "test_hidden_fails", "test_stub", "test_name_exists_but_is_a_stub",
+                          "test_skipped_at_run_time"}, "only tests with a component marker are graded"
+    assert tests["test_passes"]["score"] == tests["test_passes"]["max_score"] == 5
+    assert tests["test_hidden_fails"]["visibility"] == "after_published"
+    assert tests["test_passes"]["visibility"] == "visible"
+    assert tests["test_hidden_fails"]["output"].startswith("expected 3, got 1")
+    assert "causal_mask is not implemented yet" in tests["test_stub"]["output"]
+    assert "passed, but `causal_mask` is not implemented yet" in tests["test_name_exists_but_is_a_stub"]["output"]
+    assert tests["test_skipped_at_run_time"]["output"] == "skipped: no GPU here"
+    assert results["score"] == 5
+    assert "hidden until grades are published" in results["output"]
+    # The terminal table.
+    result.stdout.fnmatch_lines(["*score of submission.py: 5 / 20*", "attention * 5.00 / 10.00 * 1 / 2",
+                                 "masks * 0.00 / 6.00 * 0 / 2", "total * 5.00 / 20.00 * 1 / 5"])
+
+
+def test_unimportable_submission_scores_0_with_the_reason(synthetic):
+    synthetic.makepyfile(broken="def f(:\n    pass\n")
+    _, results = run_synthetic(synthetic, "-k", "not padding", impl="broken.py")
+    assert results["score"] == 0
+    assert all(t["score"] == 0 and "SyntaxError" in t["output"] for t in results["tests"])
+    assert "could not be imported" in results["output"]
+
+
+def test_results_json_is_written_when_the_run_is_interrupted(synthetic):
+    synthetic.makepyfile(test_zz_interrupt='''
+import pytest
+
+@pytest.mark.component("errors")
+def test_a_interrupt():
+    raise KeyboardInterrupt
+''')
+    _, results = run_synthetic(synthetic, "-k", "not padding", "test_zz_interrupt.py", "test_synthetic.py",
+                               no_reraise_ctrlc=True)
+    jsonschema.validate(results, GRADESCOPE_SCHEMA)
+    assert results["score"] == 0
+    not_run = [t for t in results["tests"] if t["output"].startswith("not run: the run was interrupted")]
+    assert len(not_run) == len(results["tests"]) == 6  # the interrupted test included
+
+
+def test_unknown_component_marker_is_a_usage_error(pytester):
+    pytester.makepyfile(test_bad='import pytest\n\n@pytest.mark.component("attn")\ndef test_x():\n    pass\n')
+    result = pytester.runpytest_inprocess("-p", "transformer_spec.plugin", "-p", "transformer_spec.grading")
+    result.stderr.fnmatch_lines(["*test_bad.py::test_x: @pytest.mark.component('attn') names no component*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_hanging_function_times_out_and_the_run_goes_on(synthetic):
+    # A subprocess: pytest-timeout's signal alarm must not be shared with this session's own.
+    synthetic.makepyfile(test_hang='''
+import pytest
+
+@pytest.mark.component("masks")
+@pytest.mark.timeout(1)
+def test_hangs(impl):
+    impl.padding_mask(None, 0)
+
+@pytest.mark.component("masks")
+def test_after(impl):
+    pass
+''')
+    result = synthetic.runpytest_subprocess(
+        "-p", "transformer_spec.plugin", "-p", "transformer_spec.grading", "-p", "no:cacheprovider",
+        "-o", "timeout_method=signal", "--impl", "submission.py", "--rubric", "rubric.toml",
+        "--grade-json", "r.json", "test_hang.py", timeout=120,
+    )
+    results = json.loads((synthetic.path / "r.json").read_text())
+    tests = {t["name"].split("::")[-1]: t for t in results["tests"]}
+    assert tests["test_hangs"]["output"].startswith("timed out after 1 s")
+    assert "submission.py" in tests["test_hangs"]["output"]
+    assert tests["test_after"]["status"] == "passed"
+    result.assert_outcomes(passed=1, failed=1)
+
+
+def test_timeout_method_is_signal_so_the_run_goes_on():
+    """pytest-timeout's 'thread' method ends the whole process; 'signal' fails just the test."""
+    import pytest_timeout
+    import tomllib
+
+    options = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert options.get("timeout_method", pytest_timeout.DEFAULT_METHOD) == "signal"
+    assert options["timeout"] == 120
