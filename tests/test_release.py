@@ -1,0 +1,96 @@
+"""Tests of the starter-kit tool (tools/release.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools import release
+from transformer_spec import loader
+
+REPO = Path(__file__).resolve().parent.parent
+
+SOURCE = '''
+class Thing:
+    def forward(self, x):
+        """Doubles x."""
+        if x is None:
+            raise ValueError("x must not be None")
+        ### BEGIN SOLUTION
+        y = x * 2
+        return y
+        ### END SOLUTION
+
+
+def helper(x):
+    ### BEGIN SOLUTION
+    return x
+    ### END SOLUTION
+'''
+
+
+def test_strip_solutions_keeps_signature_docstring_validation_and_indentation():
+    text, stubbed = release.strip_solutions(SOURCE)
+    assert stubbed == ["Thing.forward", "helper"]
+    assert "x * 2" not in text and "return x\n" not in text and "SOLUTION" not in text
+    assert '        """Doubles x."""\n' in text and 'raise ValueError("x must not be None")' in text
+    assert '        raise NotImplementedError("Thing.forward is not implemented yet")\n' in text
+    assert '    raise NotImplementedError("helper is not implemented yet")\n' in text
+    compile(text, "<kit>", "exec")
+
+
+@pytest.mark.parametrize("source, message", [
+    ("def f():\n    ### BEGIN SOLUTION\n    return 1\n", "never closed"),
+    ("def f():\n    return 1\n    ### END SOLUTION\n", "without ### BEGIN SOLUTION"),
+    ("### BEGIN SOLUTION\nx = 1\n### END SOLUTION\n", "outside any function"),
+    ("def f():\n    ### BEGIN SOLUTION\n    ### BEGIN SOLUTION\n    pass\n", "inside another solution region"),
+])
+def test_malformed_regions_are_errors_with_the_line(source, message):
+    with pytest.raises(release.ReleaseError, match=message):
+        release.strip_solutions(source, "x.py")
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory):
+    out = tmp_path_factory.mktemp("kit")
+    assert release.main(["--out", str(out)]) == 0
+    return out / "my_transformer"
+
+
+def test_kit_imports_defines_every_name_and_keeps_no_solution(kit):
+    sub = loader.load(str(kit))
+    assert sub.error is None
+    from transformer_spec.contract import NAMES
+
+    for name in NAMES:
+        assert sub.has(name.name), name.name
+    for src in (REPO / "reference").glob("*.py"):
+        kit_text = (kit / src.name).read_text()
+        assert "### BEGIN SOLUTION" not in kit_text
+        assert kit_text.count("is not implemented yet") == src.read_text().count("### BEGIN SOLUTION")
+    attention = (kit / "attention.py").read_text()
+    assert "torch.matmul(q, k.transpose(-2, -1))" not in attention
+    assert "def scaled_dot_product_attention(q, k, v, mask=None, scale=None, *, dropout=None):" in attention
+    assert "k and v must have the same number of positions" in attention  # validation kept
+    assert (kit.parent / "README.md").exists()
+
+
+def test_existing_output_needs_force(kit, capsys):
+    assert release.main(["--out", str(kit.parent)]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert release.main(["--out", str(kit.parent), "--force"]) == 0
+
+
+def test_kit_scores_0_with_not_implemented_messages_and_no_errors(kit, tmp_path):
+    out = tmp_path / "r.json"
+    code = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(REPO), "--impl", str(kit),
+                        "--grade-json", str(out), "spec_tests/test_contract_basics.py",
+                        "properties/test_law1_softmax_rows.py", "spec_tests/test_behaviours.py"])
+    assert code == pytest.ExitCode.TESTS_FAILED  # failures, not errors or an internal crash
+    results = json.loads(out.read_text())
+    assert results["score"] == 0 and results["tests"]
+    for t in results["tests"]:
+        assert t["score"] == 0
+        assert "not implemented yet" in t["output"], t
