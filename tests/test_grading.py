@@ -361,3 +361,26 @@ def test_timeout_method_is_signal_so_the_run_goes_on():
     options = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
     assert options.get("timeout_method", pytest_timeout.DEFAULT_METHOD) == "signal"
     assert options["timeout"] == 120
+
+
+def test_cov_submission_measures_only_the_submission_file(tmp_path):
+    """One documented command: coverage of the submission's own file, terminal and HTML."""
+    import subprocess
+    import sys
+
+    sub = tmp_path / "masks_only.py"
+    sub.write_text("import torch\n\n\ndef causal_mask(seq_len, device=None):\n"
+                   "    return torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool, device=device), 1)\n\n\n"
+                   "def unused():\n    return 1\n")
+    (tmp_path / "sibling.py").write_text("x = 1\n")
+    html = tmp_path / "html"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--impl", str(sub),
+         "spec_tests/test_contract_basics.py", "-k", "name_is_defined and causal_mask", "--cov-submission", str(html)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith(str(tmp_path)) or "reference" in line]
+    assert len(rows) == 1 and rows[0].startswith(str(sub)), proc.stdout
+    assert rows[0].split()[-1] == "9"  # the missed line: unused()'s body
+    assert (html / "index.html").exists()

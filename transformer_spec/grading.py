@@ -369,7 +369,7 @@ def _start_submission_coverage(config: pytest.Config, target: str, htmldir: str)
     measured = f"source = {own}" if own.is_dir() else f"include = {own}"
     rc.write_text(
         "[run]\nbranch = true\n" + measured + "\n"
-        f"data_file = {Path.cwd() / '.coverage.submission'}\n"
+        f"data_file = {rc.parent / '.coverage'}\n"
         f"[report]\nshow_missing = true\n" + ("" if own.is_dir() else f"include = {own}\n") +
         f"[html]\ndirectory = {htmldir}\ntitle = coverage of the submission {target}\n"
     )
