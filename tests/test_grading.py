@@ -319,6 +319,13 @@ def test_a_interrupt():
     assert len(not_run) == len(results["tests"]) == 6  # the interrupted test included
 
 
+def test_time_limit_stops_starting_tests_and_says_so(synthetic):
+    result, results = run_synthetic(synthetic, "-k", "not padding", "--time-limit", "0.000001")
+    outputs = [t["output"] for t in results["tests"]]
+    assert outputs.count("not run: the run's time limit of 1e-06 s was reached") == len(outputs) - 1
+    result.stdout.fnmatch_lines(["*The run's time limit of 1e-06 s was reached; tests not run score 0.*"])
+
+
 def test_unknown_component_marker_is_a_usage_error(pytester):
     pytester.makepyfile(test_bad='import pytest\n\n@pytest.mark.component("attn")\ndef test_x():\n    pass\n')
     result = pytester.runpytest_inprocess("-p", "transformer_spec.plugin", "-p", "transformer_spec.grading")

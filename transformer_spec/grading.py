@@ -864,11 +864,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     state = _state(session.config)
     if state is None:
         return
-    if exitstatus == pytest.ExitCode.INTERRUPTED:
+    if exitstatus == pytest.ExitCode.INTERRUPTED and not state.stopped_for_time:
         reason = session.shouldstop or session.shouldfail
-        state.interrupted = "the run was interrupted" + (
-            f" ({reason})" if isinstance(reason, str) and not state.stopped_for_time else ""
-        )
+        state.interrupted = "the run was interrupted" + (f" ({reason})" if isinstance(reason, str) else "")
         if not state.collected:
             state.interrupted += " before all tests were collected"
     _write_json(session.config, state, final=True)
