@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from ._validation import check_positive_int, check_tensor
@@ -34,7 +36,7 @@ def padding_mask(tokens, pad_id):
     scores ``(B, H, Lq, L)``: every query ignores the padded keys (seed 001 section 8.1).
     """
     check_tensor("tokens", tokens, dim=2)
-    if isinstance(pad_id, bool) or not isinstance(pad_id, int):
+    if isinstance(pad_id, bool) or not isinstance(pad_id, numbers.Integral):
         raise TypeError(f"pad_id must be an int token id, got {pad_id!r}")
     ### BEGIN SOLUTION
     return (tokens == pad_id)[:, None, None, :]  # (B, 1, 1, L)

@@ -71,6 +71,7 @@ class MultiHeadSelfAttention(MultiHeadAttention):
 
     def forward(self, x, mask=None, *, kv_cache=None):
         """``(x (B, L, D), mask)`` -> ``(output (B, L, D), weights (B, H, L, L))``."""
+        check_features("x", x, self.d_model)  # errors name `x`, not the `query` it becomes
         ### BEGIN SOLUTION
         return super().forward(x, x, x, mask, kv_cache=kv_cache)
         ### END SOLUTION

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch.nn as nn
 
@@ -32,7 +33,7 @@ class Seq2SeqTransformer(nn.Module):
         check_positive_int("d_ff", d_ff)
         check_positive_int("max_len", max_len)
         check_dropout(dropout)
-        if isinstance(pad_id, bool) or not isinstance(pad_id, int):
+        if isinstance(pad_id, bool) or not isinstance(pad_id, numbers.Integral):
             raise TypeError(f"pad_id must be an int token id, got {pad_id!r}")
         self.src_vocab_size = src_vocab_size
         self.tgt_vocab_size = tgt_vocab_size

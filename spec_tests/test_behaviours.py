@@ -13,6 +13,7 @@ import torch
 
 from transformer_spec.assertions import assert_close, assert_equal
 from transformer_spec.testing import (
+    assert_raises_naming,
     decoder_block_shapes,
     encoder_block_shapes,
     ffn_shapes,
@@ -224,24 +225,6 @@ def test_generate_runs_in_eval_mode(impl):
 
 
 # ---------------------------------------------------------------- errors
-def _raises_naming(fn, *names, what):
-    """``fn()`` must raise ValueError (or TypeError) whose message mentions one of ``names``."""
-    try:
-        fn()
-    except (ValueError, TypeError) as exc:
-        message = str(exc)
-        assert any(n.lower() in message.lower() for n in names), (
-            f"{what}: raised {type(exc).__name__}({message!r}), but the message should name "
-            f"{' or '.join(repr(n) for n in names)} so the caller knows which argument to fix"
-        )
-        return
-    except Exception as exc:  # noqa: BLE001 - reported as the wrong kind of error
-        raise AssertionError(
-            f"{what}: expected ValueError naming {' or '.join(names)}, got {type(exc).__name__}: {exc}"
-        ) from None
-    raise AssertionError(f"{what}: expected ValueError naming {' or '.join(names)}, but nothing was raised")
-
-
 HEADS_CASES = {
     "MultiHeadAttention": lambda impl: impl.MultiHeadAttention(d_model=10, num_heads=4),
     "MultiHeadSelfAttention": lambda impl: impl.MultiHeadSelfAttention(d_model=10, num_heads=4),
@@ -254,7 +237,7 @@ HEADS_CASES = {
 @pytest.mark.component("errors")
 @pytest.mark.parametrize("name", list(HEADS_CASES))
 def test_d_model_not_divisible_by_num_heads(impl, name):
-    _raises_naming(lambda: HEADS_CASES[name](impl), "num_heads", "d_model",
+    assert_raises_naming(lambda: HEADS_CASES[name](impl), "num_heads", "d_model",
                    what=f"{name}(d_model=10, num_heads=4)")
 
 
@@ -275,14 +258,14 @@ MAX_LEN_CASES = {
 @pytest.mark.component("errors")
 @pytest.mark.parametrize("name", list(MAX_LEN_CASES))
 def test_sequence_longer_than_max_len(impl, name):
-    _raises_naming(lambda: MAX_LEN_CASES[name](impl), "max_len", what=f"{name} with max_len=4 given 5 positions")
+    assert_raises_naming(lambda: MAX_LEN_CASES[name](impl), "max_len", what=f"{name} with max_len=4 given 5 positions")
 
 
 @pytest.mark.component("errors")
 def test_sdpa_mask_that_does_not_broadcast(impl):
     q, k, v = randn(2, 5, 4), randn(2, 7, 4), randn(2, 7, 3)
     bad = torch.zeros(3, 4, dtype=torch.bool)  # scores are (2, 5, 7)
-    _raises_naming(lambda: impl.scaled_dot_product_attention(q, k, v, mask=bad), "mask",
+    assert_raises_naming(lambda: impl.scaled_dot_product_attention(q, k, v, mask=bad), "mask",
                    what="scaled_dot_product_attention with a (3, 4) mask for (2, 5, 7) scores")
 
 
@@ -290,7 +273,7 @@ def test_sdpa_mask_that_does_not_broadcast(impl):
 def test_multihead_mask_that_does_not_broadcast(impl):
     mhsa = impl.MultiHeadSelfAttention(D, H, dropout=0.0).double().eval()
     bad = torch.zeros(2, 1, 3, 3, dtype=torch.bool)  # scores are (2, H, 5, 5)
-    _raises_naming(lambda: mhsa(randn(2, 5, D), mask=bad), "mask",
+    assert_raises_naming(lambda: mhsa(randn(2, 5, D), mask=bad), "mask",
                    what="MultiHeadSelfAttention with a (2, 1, 3, 3) mask for length-5 inputs")
 
 
@@ -298,5 +281,5 @@ def test_multihead_mask_that_does_not_broadcast(impl):
 @pytest.mark.parametrize("max_new_tokens", [0, -1])
 def test_non_positive_max_new_tokens(impl, max_new_tokens):
     model = _minigpt(impl)
-    _raises_naming(lambda: model.generate([1, 2], max_new_tokens=max_new_tokens), "max_new_tokens",
+    assert_raises_naming(lambda: model.generate([1, 2], max_new_tokens=max_new_tokens), "max_new_tokens",
                    what=f"generate([1, 2], max_new_tokens={max_new_tokens})")

@@ -310,3 +310,22 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     for e in inner:
         out.extend(_leaves(e) or [e])
     return out
+
+
+# --------------------------------------------------------------------------- argument errors
+def assert_raises_naming(fn, *names, what):
+    """``fn()`` must raise ValueError (or TypeError) whose message mentions one of ``names``."""
+    try:
+        fn()
+    except (ValueError, TypeError) as exc:
+        message = str(exc)
+        assert any(n.lower() in message.lower() for n in names), (
+            f"{what}: raised {type(exc).__name__}({message!r}), but the message should name "
+            f"{' or '.join(repr(n) for n in names)} so the caller knows which argument to fix"
+        )
+        return
+    except Exception as exc:  # noqa: BLE001 - reported as the wrong kind of error
+        raise AssertionError(
+            f"{what}: expected ValueError naming {' or '.join(names)}, got {type(exc).__name__}: {exc}"
+        ) from None
+    raise AssertionError(f"{what}: expected ValueError naming {' or '.join(names)}, but nothing was raised")

@@ -1,0 +1,93 @@
+"""Bad arguments beyond the contract's listed examples.
+
+The contract's rule is general: "Bad arguments raise ``ValueError`` (or ``TypeError``) with a
+message that names the argument ... never a bare ``assert``". Each case below passes one bad
+argument and expects such an error whose message names that argument, instead of a traceback
+from deep inside torch (``mat1 and mat2 shapes cannot be multiplied``, ``index out of range in
+self``, ``masked_fill_ only supports boolean masks``).
+"""
+
+import pytest
+import torch
+
+from transformer_spec.testing import assert_raises_naming
+
+pytestmark = pytest.mark.component("errors")
+
+D, H, FF, VOCAB = 8, 2, 16, 11
+
+
+def x(*shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+
+
+def minigpt(impl):
+    return impl.MiniGPT(VOCAB, d_model=D, num_heads=H, num_layers=1, d_ff=FF, max_len=8, dropout=0.0)
+
+
+def seq2seq(impl):
+    return impl.Seq2SeqTransformer(VOCAB, VOCAB, d_model=D, num_heads=H, num_encoder_layers=1,
+                                   num_decoder_layers=1, d_ff=FF, max_len=8, dropout=0.0)
+
+
+def sdpa(impl, **kwargs):
+    args = {"q": x(2, 3, 4), "k": x(2, 5, 4), "v": x(2, 5, 6)}
+    args.update(kwargs)
+    return impl.scaled_dot_product_attention(args.pop("q"), args.pop("k"), args.pop("v"), **args)
+
+
+# (id, call, names any of which the message must contain)
+CASES = [
+    # constructors
+    ("MultiHeadAttention_num_heads_zero", lambda impl: impl.MultiHeadAttention(d_model=D, num_heads=0), ("num_heads",)),
+    ("MultiHeadAttention_d_model_float", lambda impl: impl.MultiHeadAttention(d_model=8.5, num_heads=2), ("d_model",)),
+    ("MultiHeadAttention_d_model_negative", lambda impl: impl.MultiHeadAttention(d_model=-8, num_heads=2), ("d_model",)),
+    ("FeedForward_dropout_above_one", lambda impl: impl.FeedForward(D, FF, dropout=1.5), ("dropout",)),
+    ("FeedForward_dropout_string", lambda impl: impl.FeedForward(D, FF, dropout="0.1"), ("dropout",)),
+    ("FeedForward_d_ff_zero", lambda impl: impl.FeedForward(D, 0), ("d_ff",)),
+    ("SinusoidalPositionEncoding_d_model_zero", lambda impl: impl.SinusoidalPositionEncoding(0, 16), ("d_model",)),
+    ("LearnedPositionEmbedding_max_len_zero", lambda impl: impl.LearnedPositionEmbedding(D, 0), ("max_len",)),
+    ("MiniGPT_vocab_size_zero", lambda impl: impl.MiniGPT(0, d_model=D, num_heads=H), ("vocab_size",)),
+    ("MiniGPT_num_layers_zero", lambda impl: impl.MiniGPT(VOCAB, d_model=D, num_heads=H, num_layers=0), ("num_layers",)),
+    ("Seq2SeqTransformer_pad_id_string", lambda impl: impl.Seq2SeqTransformer(VOCAB, VOCAB, d_model=D, num_heads=H, pad_id="<pad>"), ("pad_id",)),
+    ("causal_mask_zero_length", lambda impl: impl.causal_mask(0), ("seq_len",)),
+    # scaled_dot_product_attention
+    ("sdpa_q_not_a_tensor", lambda impl: sdpa(impl, q=[[1.0, 2.0, 3.0, 4.0]]), ("q",)),
+    ("sdpa_k_one_dimensional", lambda impl: sdpa(impl, k=x(4)), ("k",)),
+    ("sdpa_q_k_different_d_k", lambda impl: sdpa(impl, k=x(2, 5, 3)), ("d_k", "q", "k")),
+    ("sdpa_k_v_different_lengths", lambda impl: sdpa(impl, v=x(2, 4, 6)), ("v", "k", "Lk")),
+    ("sdpa_scale_string", lambda impl: sdpa(impl, scale="0.5"), ("scale",)),
+    ("sdpa_mask_not_a_tensor", lambda impl: sdpa(impl, mask=[[True] * 5] * 3), ("mask",)),
+    ("sdpa_mask_not_bool", lambda impl: sdpa(impl, mask=torch.zeros(3, 5)), ("mask",)),
+    # module inputs
+    ("MultiHeadSelfAttention_x_wrong_features", lambda impl: impl.MultiHeadSelfAttention(D, H)(x(2, 3, D + 2)), ("x", "d_model")),
+    ("MultiHeadSelfAttention_x_two_dimensional", lambda impl: impl.MultiHeadSelfAttention(D, H)(x(3, D)), ("x",)),
+    ("MultiHeadAttention_batch_mismatch", lambda impl: impl.MultiHeadAttention(D, H)(x(2, 3, D), x(3, 5, D), x(3, 5, D)), ("query", "key", "batch")),
+    ("MultiHeadAttention_key_value_lengths", lambda impl: impl.MultiHeadAttention(D, H)(x(2, 3, D), x(2, 5, D), x(2, 4, D)), ("key", "value")),
+    ("FeedForward_x_wrong_features", lambda impl: impl.FeedForward(D, FF)(x(2, 3, D + 1)), ("x", "d_model")),
+    ("TransformerDecoderBlock_memory_wrong_features", lambda impl: impl.TransformerDecoderBlock(D, H, FF)(x(2, 3, D), x(2, 4, D + 2)), ("memory",)),
+    ("padding_mask_tokens_one_dimensional", lambda impl: impl.padding_mask(torch.tensor([1, 2, 0]), 0), ("tokens",)),
+    ("padding_mask_pad_id_string", lambda impl: impl.padding_mask(torch.tensor([[1, 2, 0]]), "<pad>"), ("pad_id",)),
+    ("MiniGPT_tokens_float", lambda impl: minigpt(impl)(torch.tensor([[1.0, 2.0]])), ("tokens",)),
+    ("MiniGPT_tokens_out_of_vocabulary", lambda impl: minigpt(impl)(torch.tensor([[1, VOCAB]])), ("tokens", "vocab")),
+    ("MiniGPT_tokens_negative", lambda impl: minigpt(impl)(torch.tensor([[-1, 2]])), ("tokens", "vocab")),
+    ("MiniGPT_tokens_one_dimensional", lambda impl: minigpt(impl)(torch.tensor([1, 2])), ("tokens",)),
+    ("MiniGPT_tokens_empty", lambda impl: minigpt(impl)(torch.zeros(1, 0, dtype=torch.long)), ("tokens",)),
+    ("Seq2SeqTransformer_batch_mismatch", lambda impl: seq2seq(impl)(torch.tensor([[1, 2]]), torch.tensor([[1], [2]])), ("src", "tgt", "batch")),
+    # generate
+    ("generate_empty_seed", lambda impl: minigpt(impl).generate([], max_new_tokens=2), ("seed_tokens",)),
+    ("generate_seed_out_of_vocabulary", lambda impl: minigpt(impl).generate([1, VOCAB], max_new_tokens=2), ("seed_tokens", "vocab")),
+    ("generate_seed_not_ints", lambda impl: minigpt(impl).generate([1.5, 2.0], max_new_tokens=2), ("seed_tokens",)),
+    ("generate_seed_a_string", lambda impl: minigpt(impl).generate("hello", max_new_tokens=2), ("seed_tokens",)),
+    ("generate_seed_two_dimensional_tensor", lambda impl: minigpt(impl).generate(torch.tensor([[1, 2]]), max_new_tokens=2), ("seed_tokens",)),
+    ("generate_negative_temperature", lambda impl: minigpt(impl).generate([1, 2], max_new_tokens=2, temperature=-1.0), ("temperature",)),
+    ("generate_top_k_zero", lambda impl: minigpt(impl).generate([1, 2], max_new_tokens=2, top_k=0), ("top_k",)),
+    ("generate_generator_not_a_generator", lambda impl: minigpt(impl).generate([1, 2], max_new_tokens=2, generator=42), ("generator",)),
+]
+
+
+@pytest.mark.parametrize("call, names", [pytest.param(c, n, id=i) for i, c, n in CASES])
+def test_bad_argument_raises_an_error_naming_it(impl, call, names, request):
+    case = request.node.callspec.id
+    assert_raises_naming(lambda: call(impl), *names, what=case.replace("_", " ", 1))
+

@@ -1,0 +1,16 @@
+"""What the reference does beyond the contract (so not graded): conveniences a submission need
+not have. Each is a choice documented in docs/contract.md."""
+
+import torch
+
+from transformer_spec import loader
+
+reference = loader.load("reference")
+
+
+def test_generate_accepts_a_one_dimensional_tensor_as_seed():
+    torch.manual_seed(0)
+    model = reference.MiniGPT(11, d_model=8, num_heads=2, num_layers=1, d_ff=16, max_len=8)
+    out = model.generate(torch.tensor([1, 2]), max_new_tokens=2, temperature=0)
+    assert out[:2] == [1, 2] and len(out) == 4
+    assert out == model.generate([1, 2], max_new_tokens=2, temperature=0)
