@@ -54,9 +54,10 @@ def test_malformed_regions_are_errors_with_the_line(source, message):
 
 @pytest.fixture(scope="module")
 def kit(tmp_path_factory):
+    # A package name of its own: the loader caches a package's submodules by the folder's name.
     out = tmp_path_factory.mktemp("kit")
-    assert release.main(["--out", str(out)]) == 0
-    return out / "my_transformer"
+    assert release.main(["--out", str(out), "--name", "starter_kit_under_test"]) == 0
+    return out / "starter_kit_under_test"
 
 
 def test_kit_imports_defines_every_name_and_keeps_no_solution(kit):
@@ -78,9 +79,10 @@ def test_kit_imports_defines_every_name_and_keeps_no_solution(kit):
 
 
 def test_existing_output_needs_force(kit, capsys):
-    assert release.main(["--out", str(kit.parent)]) == 2
+    args = ["--out", str(kit.parent), "--name", kit.name]
+    assert release.main(args) == 2
     assert "--force" in capsys.readouterr().err
-    assert release.main(["--out", str(kit.parent), "--force"]) == 0
+    assert release.main([*args, "--force"]) == 0
 
 
 def test_kit_scores_0_with_not_implemented_messages_and_no_errors(kit, tmp_path):
