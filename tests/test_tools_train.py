@@ -253,11 +253,14 @@ def test_torchrun_two_processes(tmp_path):
     """Two processes with gloo: the run completes, rank 0 alone writes, the checkpoint loads."""
     out = tmp_path / "ddp"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         "-m", "tools.train", *TINY, "--steps", "3", "--out", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+             "-m", "tools.train", *TINY, "--steps", "3", "--out", str(out)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=90,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"torchrun did not finish in 90 s:\n{exc.stdout}\n{exc.stderr}")
     assert proc.returncode == 0, f"torchrun failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
     assert proc.stdout.count("done in") == 1, f"only rank 0 should report:\n{proc.stdout}"
     ckpt = load_checkpoint(out / "model.pt")

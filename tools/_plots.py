@@ -8,11 +8,16 @@ Sizes (width x height, in pixels): ``loss.png`` 900 x 500; ``attention_layers.pn
 from __future__ import annotations
 
 import math
+import warnings
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+# Characters outside the default font (CJK text with --text) are drawn as boxes: say so once in
+# the docs instead of one warning per tick label.
+warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from", category=UserWarning)
 
 DPI = 100
 PANEL_PX = 360

@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=None,
                    help="characters to generate (default: the answer length for the reversal task, 200 for text)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampling torch.Generator (default 0)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default 1)")
     add_impl_argument(p)
     return p
 

@@ -46,7 +46,7 @@ PROG = "python -m tools.train"
 TASK_DEFAULTS = {
     "reverse": dict(steps=500, batch_size=64, lr=3e-3, d_model=64, num_heads=4, num_layers=2,
                     d_ff=256, dropout=0.0, eval_every=25),
-    "text": dict(steps=2000, batch_size=32, lr=1e-3, d_model=128, num_heads=4, num_layers=4,
+    "text": dict(steps=1000, batch_size=32, lr=1e-3, d_model=128, num_heads=4, num_layers=4,
                  d_ff=512, dropout=0.1, eval_every=100),
 }
 #: Options a resumed run takes from its checkpoint unless given again.
@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--lr", type=float, help="peak AdamW learning rate (warmup, then cosine decay)")
     run.add_argument("--seed", type=int, default=None, help="seed of the weights and the data (default 0)")
     run.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
-    run.add_argument("--threads", type=int, help="torch threads per process (default: cores / processes)")
+    run.add_argument("--threads", type=int, help="torch threads per process (default 1: fastest for these small models, above all when other processes share the cores)")
     run.add_argument("--resume", metavar="CHECKPOINT", help="continue the run saved in this model.pt")
     run.add_argument("--eval-every", type=int, help="steps between validation evaluations")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -102,6 +102,17 @@ def dist_info() -> tuple[int, int, int]:
 def init_distributed(device: torch.device) -> None:
     backend = "nccl" if device.type == "cuda" else "gloo"
     dist.init_process_group(backend=backend)
+
+
+def shutdown_distributed() -> None:
+    """Leave the process group cleanly: wait until every rank is done, then destroy it.
+
+    Without the barrier a rank that finishes first can destroy its gloo group while a gloo worker
+    thread still releases the last all-reduce; the destructor holds the GIL while joining that
+    thread, which waits for the GIL, and the process never exits (seen here under torchrun).
+    """
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,7 +250,7 @@ def run(args: argparse.Namespace) -> dict:
     """Train as ``args`` say; returns a summary (rank 0 writes the files). Raises ToolError."""
     started = time.perf_counter()
     rank, local_rank, world = dist_info()
-    set_threads(args.threads, world)
+    set_threads(args.threads)
     device = resolve_device(args.device, local_rank)
     impl = load_impl(args.impl, "MiniGPT", "MiniGPT.generate")
     task, config, opts, ckpt = _setup(args, rank)
@@ -322,6 +333,9 @@ def run(args: argparse.Namespace) -> dict:
                     bar.set_postfix(loss=f"{running:.4f}", refresh=False)
                 bar.update(1)
         step = total
+        if world > 1:
+            ddp = None  # drop DDP's reducer before the group goes
+            shutdown_distributed()
     except KeyboardInterrupt:
         bar.close()
         if rank == 0:
@@ -333,8 +347,6 @@ def run(args: argparse.Namespace) -> dict:
         raise SystemExit(130) from None
     finally:
         bar.close()
-        if world > 1 and dist.is_initialized():
-            dist.destroy_process_group()
 
     summary = {"steps": total, "processes": world, "task": task.describe(), "impl": impl.target}
     if rank == 0:
