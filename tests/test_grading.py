@@ -205,6 +205,8 @@ def test_same_submission_graded_twice_gives_identical_reports(tmp_path):
     _, first = grade(tmp_path, *args, impl=str(pkg))
     _, second = grade(tmp_path, *args, impl=str(pkg))
     first.pop("execution_time"), second.pop("execution_time")
+    for a, b in zip(first["tests"], second["tests"], strict=True):
+        assert a == b, f"{a['name']} differs between two runs:\n{a['output']}\n---\n{b['output']}"
     assert first == second
     failing_property = [t for t in first["tests"] if t["status"] == "failed" and "properties/" in t["name"]]
     assert failing_property, "a missing 1/sqrt(d_k) must fail a property"
