@@ -42,6 +42,7 @@ def test_row_ratio_and_target():
     table = bench.format_table([slow, fast, bench.Row("z", 1.0, 1.0, note="a note")])
     assert "| x | 2.0000 | 1.0000 | 2.00x | <= 1.15x | NO |" in table
     assert "6.00x faster" in table and "- z: a note" in table
+    assert "2.00x slower" in bench.format_table([bench.Row("w", ours=2.0, baseline=1.0, speedup=True)])
 
 
 def test_attention_rows(ref):

@@ -23,6 +23,8 @@ reports the median of ``--repeats`` runs of each and their ratio. The rows:
 * ``generate``: 256 new tokens with ``use_cache=True`` against ``use_cache=False`` (greedy), with
   ``max_len`` = seed + 256 so that the window never slides; target >= 5x faster. A second row
   (``--quick`` skips it) lets the window slide (``max_len`` 128), where the cache cannot help.
+* ``xdist`` (only with ``--only ...,xdist``): the graded run with ``pytest -n auto`` against the
+  same run in one process.
 
 The implementations come from ``--impl`` through :mod:`transformer_spec.loader`.
 """
@@ -49,7 +51,8 @@ from ._common import ToolError, add_impl_argument, fail, load_impl
 
 PROG = "python -m tools.bench"
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("suite", "attention", "train", "generate")
+SECTIONS = ("suite", "attention", "train", "generate", "xdist")
+DEFAULT_SECTIONS = ("suite", "attention", "train", "generate")
 PROFILE_TARGETS = ("train", "generate", "suite", "attention")
 #: seconds each timing of a short kernel lasts at least (it is repeated within the timing)
 MIN_TIME = 0.05
@@ -129,7 +132,10 @@ def format_table(rows: Sequence[Row]) -> str:
     lines = ["| measurement | ours (median s) | baseline (median s) | ratio | target | met |",
              "|---|---:|---:|---:|---|---|"]
     for r in rows:
-        ratio = f"{r.ratio:.2f}x" + (" faster" if r.speedup else "")
+        if r.speedup:
+            ratio = f"{r.ratio:.2f}x faster" if r.ratio >= 1 else f"{1 / r.ratio:.2f}x slower"
+        else:
+            ratio = f"{r.ratio:.2f}x"
         lines.append(f"| {r.name} | {r.ours:.4f} | {r.baseline:.4f} | {ratio} | {r.target} | {r.met} |")
     notes = [f"- {r.name}: {r.note}" for r in rows if r.note]
     return "\n".join(lines + ([""] + notes if notes else []))
@@ -162,6 +168,21 @@ def _run(cmd: Sequence[str], cwd: Path) -> None:
     if proc.returncode not in (0, 1):  # 1 = some tests failed: still a complete graded run
         tail = proc.stdout.strip().splitlines()[-3:]
         raise ToolError(f"`{' '.join(cmd)}` exited with {proc.returncode}: {' / '.join(tail)}")
+
+
+def bench_xdist(impl_target: str, repeats: int, workers: str = "auto", cwd: Path = ROOT) -> Row:
+    """The graded run with pytest-xdist (``-n workers``) against the same run in one process."""
+    try:
+        import xdist  # noqa: F401
+    except ImportError:
+        raise ToolError("the xdist row needs pytest-xdist: pip install pytest-xdist") from None
+    parallel = suite_command(impl_target, ["-n", workers])
+    serial = suite_command(impl_target)
+    ours, base = side_by_side(lambda: _run(parallel, cwd), lambda: _run(serial, cwd), repeats, warmup=0)
+    row = Row(f"graded run with pytest-xdist `-n {workers}` vs in one process", ours, base, speedup=True)
+    if row.ratio < 1:
+        row.note = "below 1x: here the workers' start-up (torch, hypothesis) costs more than they save"
+    return row
 
 
 def bench_suite(impl_target: str, repeats: int, cwd: Path = ROOT, extra: Sequence[str] = ()) -> Row:
@@ -416,6 +437,8 @@ def run(sections: Sequence[str], impl: Submission, repeats: int, quick: bool,
             rows += bench_attention(impl, lengths or ((64, 256) if quick else (64, 256, 1024)), repeats)
         elif section == "train":
             rows.append(bench_train(impl, repeats))
+        elif section == "xdist":
+            rows.append(bench_xdist(impl.target, repeats))
         elif section == "generate":
             rows.append(bench_generate(impl, repeats))
             if not quick:
@@ -434,8 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="smaller sizes (attention L=64,256; no sliding-window row) and 3 repeats")
     p.add_argument("--repeats", type=int, default=None, help="runs of each workload (default 7, --quick 3)")
-    p.add_argument("--only", default=",".join(SECTIONS), metavar="SECTIONS",
-                   help=f"comma-separated sections to run (default: {','.join(SECTIONS)})")
+    p.add_argument("--only", default=",".join(DEFAULT_SECTIONS), metavar="SECTIONS",
+                   help=f"comma-separated sections among {','.join(SECTIONS)} "
+                        f"(default: {','.join(DEFAULT_SECTIONS)}; xdist times the graded run with -n auto)")
     p.add_argument("--lengths", default=None, metavar="L,L,...",
                    help="attention lengths (default 64,256,1024; --quick 64,256)")
     p.add_argument("--threads", type=int, default=1,
