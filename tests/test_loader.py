@@ -143,3 +143,21 @@ def test_partial_submission_is_graded_name_by_name(tmp_path):
     assert "`MiniGPT` is not defined by the submission" in out
     assert "FAILED spec_tests/test_contract_basics.py::test_attention_output_shapes_and_dtype" not in out
     assert "error" not in out.strip().splitlines()[-1]
+
+
+def test_two_package_folders_with_the_same_name_do_not_share_modules(tmp_path):
+    first, second = tmp_path / "a" / "my_transformer", tmp_path / "b" / "my_transformer"
+    for pkg, value in ((first, 1), (second, 2)):
+        write(pkg / "attention.py", f"VALUE = {value}\n")
+        write(pkg / "__init__.py", "from .attention import VALUE\n")
+    assert loader.load(str(first)).module.VALUE == 1
+    assert loader.load(str(second)).module.VALUE == 2
+
+
+def test_a_path_loaded_again_sees_the_edited_code(tmp_path):
+    pkg = tmp_path / "my_transformer"
+    write(pkg / "attention.py", "VALUE = 1\n")
+    write(pkg / "__init__.py", "from .attention import VALUE\n")
+    assert loader.load(str(pkg)).module.VALUE == 1
+    write(pkg / "attention.py", "VALUE = 22\n")  # a different size, so no stale bytecode is used
+    assert loader.load(str(pkg)).module.VALUE == 22

@@ -747,6 +747,12 @@ def score_results(config: pytest.Config, state: GradingState) -> None:
         else f"not run: the run's time limit of {state.time_limit:g} s was reached" if state.stopped_for_time
         else "not run"
     )
+    # A forbidden API fails its whole component ("fails the affected component"): a test of
+    # that component that passed without reaching the forbidden call earns nothing either.
+    forbidden_in: dict[str, str] = {}
+    for r in state.results.values():
+        if r.output.startswith("forbidden API") and r.component not in forbidden_in:
+            forbidden_in[r.component] = r.output.splitlines()[0]
     for r in state.results.values():
         r.score, r.status, r.final = 0.0, "failed", r.output
         if error is not None:
@@ -762,6 +768,9 @@ def score_results(config: pytest.Config, state: GradingState) -> None:
                     f"passed, but {names} {verb} not implemented yet (raises NotImplementedError): "
                     f"no points for tests that use {'it' if len(stubs) == 1 else 'them'} until then"
                 )
+            elif r.component in forbidden_in:
+                r.final = (f"passed, but the component '{r.component}' scores 0: another of its tests "
+                           f"found {forbidden_in[r.component]}")
             else:
                 r.score, r.status, r.final = r.points, "passed", ""
 

@@ -16,6 +16,7 @@ define raises :class:`NotSubmitted` only where it is used.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -117,8 +118,12 @@ def _is_path(target: str) -> bool:
 
 
 def _module_name_for(path: Path) -> str:
+    """A module name unique to the file or folder, so two submissions that share a file name
+    (every student's ``transformer.py``) never share ``sys.modules`` entries."""
     stem = path.stem if path.suffix == ".py" else path.name
-    return "_submission_" + re.sub(r"\W", "_", stem)
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
+    safe = re.sub(r"\W", "_", stem)
+    return f"_submission_{safe}_{digest}"
 
 
 def _import_from_path(target: str) -> ModuleType:
@@ -138,6 +143,10 @@ def _import_from_path(target: str) -> ModuleType:
         spec = importlib.util.spec_from_file_location(_module_name_for(path), path)
     else:
         raise FileNotFoundError(f"{target} is neither a .py file nor a package folder")
+    # A path loaded again in the same process (a student re-running after an edit) is imported
+    # afresh, submodules included.
+    for name in [m for m in sys.modules if m == spec.name or m.startswith(spec.name + ".")]:
+        del sys.modules[name]
     module = importlib.util.module_from_spec(spec)
     # Registered before it runs so that relative imports inside a package folder resolve; its
     # parent folder goes at the end of sys.path so sibling modules import without shadowing
