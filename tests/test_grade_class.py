@@ -1,0 +1,241 @@
+"""Tests of ``tools.grade`` (a whole class): the adversarial corpus, resume after ``kill -9``, shards.
+
+The corpus (``tests/adversarial/``) is graded once (module fixture) on the oracle tests only with
+short limits; the resume and shard tests grade four of its members again and must reproduce
+their gradebook rows exactly. The long run on the full suite (a class of >= 20 mixed
+submissions, as in ``docs/class_grading.md``) runs only with ``TRANSFORMER_SPEC_SLOW=1``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tests.adversarial.corpus import build
+from tests.test_grading import GRADESCOPE_SCHEMA
+from tools import grade
+
+REPO = Path(__file__).resolve().parent.parent
+ORACLE = "spec_tests/test_torch_oracle.py"
+FAST = ["--tests", ORACLE, "--time-limit", "15", "--test-timeout", "2", "--wall", "45",
+        "--memory-mb", "2500", "--max-output-mb", "5", "--no-progress"]
+MINI = ["buggy", "correct", "syntax_error", "system_exit"]
+
+
+def fast_settings() -> grade.Settings:
+    return grade.Settings([ORACLE], None, grade.Limits(time_limit=15, test_timeout=2, wall=45, memory_mb=2500,
+                                                       max_output_mb=5))
+
+
+def rows(path: Path) -> dict[str, dict]:
+    with open(path, newline="") as f:
+        return {r["student"]: r for r in csv.DictReader(f)}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("class")
+    expect = build(root / "submissions")
+    out = root / "out"
+    start = time.monotonic()
+    records = grade.grade_class(root / "submissions", out, fast_settings(), jobs=2, progress=False)
+    return root, expect, records, rows(out / "gradebook.csv"), time.monotonic() - start
+
+
+def test_the_corpus_is_a_mixed_class(corpus):
+    _, expect, records, book, _ = corpus
+    assert len(expect) >= 20
+    assert set(book) == set(expect) == set(records) == set(STUDENTS), "every submission gets exactly one row"
+
+
+STUDENTS = ["correct", "buggy", "syntax_error", "import_loop", "forward_loop", "memory_bomb", "exit_at_import",
+            "os_exit_forward", "keyboard_interrupt", "system_exit", "print_100mb", "forged_files", "conftest_all_pass",
+            "patch_allclose", "patch_harness", "edit_tests", "delete_tests", "delegate_reference", "delegate_torch",
+            "equal_to_anything"]
+
+
+@pytest.mark.parametrize("student", STUDENTS)
+def test_each_submission_gets_the_grade_it_earned(corpus, student):
+    _, expect, records, book, _ = corpus
+    e, r = expect[student], records[student]
+    statuses = e.status if isinstance(e.status, tuple) else (e.status,)
+    context = f"{student}: status {r.status!r} ({r.detail}), points {r.components}"
+    assert r.status in statuses, context
+    correct, buggy = records["correct"], records["buggy"]
+    assert correct.total == correct.possible > 0, "the reference must score full points"
+    if e.points == "full":
+        assert r.total == r.possible, context
+    elif e.points == "zero":
+        assert r.total == 0, context
+    elif e.points == "buggy":
+        assert r.components == buggy.components, context
+    elif e.points == "at_most_buggy":
+        assert all(r.components[c] <= buggy.components[c] for c in r.components), context
+    else:
+        assert 0 < r.total < r.possible, context
+    full = {c: sum(t["max_score"] for t in r.tests if t["tags"][0] == c) for c in r.components}
+    for c in e.zero:
+        assert r.components[c] == 0, f"{context}: {c} should score 0"
+    for c in e.full:
+        assert r.components[c] == pytest.approx(full[c], abs=0.01), f"{context}: {c} should score full points"
+    assert book[student]["status"] == r.status and float(book[student]["total"]) == r.total
+
+
+def test_buggy_honest_submissions_are_never_called_tampering(corpus):
+    _, _, records, _, _ = corpus
+    for s in ("correct", "buggy", "system_exit", "forward_loop", "keyboard_interrupt", "conftest_all_pass"):
+        assert not records[s].tampered, f"{s}: {records[s].tampered}"
+
+
+def test_forged_files_are_gone_and_outputs_are_the_graders(corpus):
+    root, _, records, book, _ = corpus
+    out = root / "out"
+    assert not (out / "students" / "intruder.txt").exists(), "a file planted in the output folder was left"
+    assert not (out / "results.json").exists()
+    assert set(book) == set(records), "the planted gradebook row must not survive"
+    for student, r in records.items():
+        d = out / "students" / student
+        assert sorted(p.name for p in d.iterdir()) == ["feedback.md", "log.txt", "record.json", "results.json"]
+        data = json.loads((d / "results.json").read_text())
+        jsonschema.validate(data, GRADESCOPE_SCHEMA)
+        assert data["score"] == pytest.approx(r.total, abs=0.01), student
+        assert f"{grade._num(r.total)} / {grade._num(r.possible)}" in (d / "feedback.md").read_text()
+    assert not list(out.rglob("*.tmp")), "no temporary file may be left"
+
+
+def test_feedback_explains_a_failure_and_tampering(corpus):
+    root, _, _, _, _ = corpus
+    buggy = (root / "out" / "students" / "buggy" / "feedback.md").read_text()
+    assert "scaled_dot_product_attention" in buggy and "Reproduce: pytest --impl buggy" in buggy
+    assert "/tmp/" not in buggy.split("Reproduce")[0], "messages name the student's own files, not the sandbox"
+    hacked = (root / "out" / "students" / "patch_harness" / "feedback.md").read_text()
+    assert "tampering" in hacked and "hidden re-check" in hacked
+
+
+def _mini(root: Path, name: str) -> Path:
+    """Four members of the corpus in a class folder of their own."""
+    folder = root / name
+    folder.mkdir()
+    for s in MINI:
+        src = root / "submissions" / s
+        if src.is_dir():
+            shutil.copytree(src, folder / s)
+        else:
+            shutil.copy2(root / "submissions" / f"{s}.py", folder / f"{s}.py")
+    return folder
+
+
+def test_two_shards_merged_equal_the_unsharded_run(corpus):
+    root, _, _, book, _ = corpus
+    folder = _mini(root, "mini_shards")
+    shards = [grade.shard_of(s, 2) for s in MINI]
+    assert set(shards) == {1, 2}, "the mini class must be split between both shards"
+    for k in (1, 2):
+        assert grade.main([str(folder), "--out", str(root / f"shard{k}"), "--shard", f"{k}/2", "--jobs", "2",
+                           *FAST]) == 0
+    assert grade.main(["merge", str(root / "shard1"), str(root / "shard2"), "--out", str(root / "merged")]) == 0
+    merged = rows(root / "merged" / "gradebook.csv")
+    assert merged == {s: book[s] for s in MINI}
+    with pytest.raises(grade.GradeError, match="both"):
+        grade.merge([root / "shard1", root / "shard1"], root / "merged_twice")
+
+
+def test_resume_after_kill_9_regrades_nothing_finished(corpus):
+    root, _, _, book, _ = corpus
+    folder = _mini(root, "mini_resume")
+    out = root / "resume_out"
+    cmd = [sys.executable, "-m", "tools.grade", str(folder), "--out", str(out), "--jobs", "1", *FAST]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(out.glob("students/*/record.json")):
+        time.sleep(0.2)
+    note = list((out / ".grade").glob("tmp-root-*.txt"))
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("students/*/record.json")}
+    assert 1 <= len(finished) < len(MINI), f"kill -9 came too late or too early: {sorted(finished)}"
+    # The children died with the parent (PR_SET_PDEATHSIG), and nothing is half-written.
+    tmp_root = note[0].read_text().strip() if note else None
+    time.sleep(1.0)
+    if tmp_root:
+        alive = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, tmp_root)]
+        assert not alive, "a grading child outlived its killed parent"
+    for p in out.rglob("*.json"):
+        if not p.name.startswith("."):
+            json.loads(p.read_text())
+    assert grade.main([str(folder), "--out", str(out), "--jobs", "1", "--resume", *FAST]) == 0
+    for student, mtime in finished.items():
+        assert (out / "students" / student / "record.json").stat().st_mtime_ns == mtime, f"{student} was regraded"
+    assert rows(out / "gradebook.csv") == {s: book[s] for s in MINI}
+    assert not list(out.rglob("*.tmp"))
+    if tmp_root:
+        assert not Path(tmp_root).exists(), "the killed run's sandboxes are removed on resume"
+
+
+def _cmdline_has(proc: Path, text: str) -> bool:
+    try:
+        return text.encode() in (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def test_usage_errors(tmp_path):
+    (tmp_path / "subs").mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "something").write_text("x")
+    assert grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "o2"), "--tests", "tests"]) == 2
+    with pytest.raises(SystemExit):
+        grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "o3"), "--shard", "3/2"])
+
+
+def test_discovery_and_shards_are_deterministic(tmp_path):
+    subs = tmp_path / "subs"
+    (subs / "pkg").mkdir(parents=True)
+    (subs / "pkg" / "__init__.py").write_text("")
+    (subs / "alice.py").write_text("")
+    (subs / "bob" / "my_transformer").mkdir(parents=True)
+    (subs / "bob" / "my_transformer" / "__init__.py").write_text("")
+    (subs / "bob" / "conftest.py").write_text("")
+    (subs / "carol").mkdir()
+    (subs / "carol" / "a.py").write_text("")
+    (subs / "carol" / "b.py").write_text("")
+    (subs / ".hidden.py").write_text("")
+    entries = {e.student: e for e in grade.discover(subs)}
+    assert sorted(entries) == ["alice", "bob", "carol", "pkg"]
+    assert entries["bob"].target == subs / "bob" / "my_transformer"
+    assert entries["carol"].target is None and "2 .py files" in entries["carol"].problem
+    ids = [f"s{i}" for i in range(200)]
+    parts = [{s for s in ids if grade.shard_of(s, 3) == k} for k in (1, 2, 3)]
+    assert set().union(*parts) == set(ids) and sum(map(len, parts)) == len(ids)
+    assert all(40 < len(p) < 95 for p in parts), [len(p) for p in parts]
+
+
+def test_atomic_write_leaves_whole_files_only(tmp_path):
+    target = tmp_path / "a" / "f.json"
+    grade.atomic_write(target, "1")
+    grade.atomic_write(target, "2")
+    assert target.read_text() == "2" and sorted(p.name for p in target.parent.iterdir()) == ["f.json"]
+
+
+@pytest.mark.skipif(not os.environ.get("TRANSFORMER_SPEC_SLOW"), reason="the full-suite class run takes minutes; "
+                                                                       "set TRANSFORMER_SPEC_SLOW=1")
+def test_full_suite_class_run(corpus, tmp_path):
+    root, expect, _, _, _ = corpus
+    out = tmp_path / "full"
+    assert grade.main([str(root / "submissions"), "--out", str(out), "--no-progress"]) == 0
+    book = rows(out / "gradebook.csv")
+    assert float(book["correct"]["total"]) == float(book["correct"]["possible"]) == 100
+    assert 0 < float(book["buggy"]["total"]) < 100
+    for s in ("syntax_error", "exit_at_import", "delegate_reference", "print_100mb"):
+        assert float(book[s]["total"]) == 0, s

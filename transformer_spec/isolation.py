@@ -1,0 +1,221 @@
+"""The report channel between a grading child process and ``tools.grade`` (the parent).
+
+A submission runs in a child process; what that child reports travels over an inherited pipe,
+never over stdout (which the submission shares) or a file at a path it could guess:
+
+* the parent makes two pipes: a *key* pipe (it writes a random 32-byte key and a little JSON,
+  then closes it) and a *report* pipe (the child writes, the parent reads);
+* their file descriptor numbers reach the child in the environment variable ``TRANSFORMER_SPEC_CHANNEL``;
+  :func:`open_child_channel` (called in ``pytest_configure``, before the submission is imported)
+  removes the variable, reads the key and closes the key pipe;
+* every message is framed and authenticated: ``MAGIC | length | seq | payload | HMAC-SHA256(key,
+  seq | payload)``; the parent (:class:`Reader`) drops the whole report of a child that sends
+  one frame that does not verify.
+
+What this does NOT stop (said in ``docs/class_grading.md``): code running inside the child can
+still find the open descriptor (``/proc/self/fd``) and the key in memory, or patch the harness
+to report passes. That is why the parent does not take the child's word for a pass: it
+re-checks every passed component on hidden probe inputs in another process
+(:mod:`transformer_spec.probes`).
+
+Used as a pytest plugin in the child: ``-p transformer_spec.isolation``. After collection and
+after every graded test it sends a snapshot of the grading plugin's results (Gradescope's
+``results.json`` as a dict), and a final one at the end of the session, so that a child killed
+or crashed mid-run still leaves the results of the tests that finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import struct
+from collections.abc import Iterator
+
+import pytest
+
+ENV_VAR = "TRANSFORMER_SPEC_CHANNEL"
+MAGIC = b"TSR1"
+KEY_BYTES = 32
+_HEADER = struct.Struct(">4sIQ")  # magic, payload length, sequence number
+_MAC_BYTES = 32
+MAX_FRAME = 64 * 1024 * 1024
+
+
+def _mac(key: bytes, seq: int, payload: bytes) -> bytes:
+    return hmac.new(key, struct.pack(">Q", seq) + payload, hashlib.sha256).digest()
+
+
+def encode_frame(key: bytes, seq: int, obj) -> bytes:
+    payload = json.dumps(obj, separators=(",", ":")).encode()
+    return _HEADER.pack(MAGIC, len(payload), seq) + payload + _mac(key, seq, payload)
+
+
+class Reader:
+    """Parent side: feed bytes read from the report pipe, get verified messages.
+
+    ``forged`` becomes a reason string as soon as one frame is malformed, out of sequence or
+    fails the HMAC; after that nothing more is accepted from this child.
+    """
+
+    def __init__(self, key: bytes):
+        self._key = key
+        self._buf = bytearray()
+        self._seq = 0
+        self.forged: str | None = None
+
+    def feed(self, data: bytes) -> Iterator[dict]:
+        if self.forged:
+            return
+        self._buf += data
+        while len(self._buf) >= _HEADER.size:
+            magic, length, seq = _HEADER.unpack_from(self._buf)
+            if magic != MAGIC or length > MAX_FRAME:
+                self.forged = "a malformed report frame"
+                return
+            end = _HEADER.size + length + _MAC_BYTES
+            if len(self._buf) < end:
+                return
+            payload = bytes(self._buf[_HEADER.size:_HEADER.size + length])
+            mac = bytes(self._buf[end - _MAC_BYTES:end])
+            del self._buf[:end]
+            if not hmac.compare_digest(mac, _mac(self._key, seq, payload)):
+                self.forged = "a report frame with a wrong signature"
+                return
+            if seq != self._seq:
+                self.forged = f"a report frame out of sequence ({seq}, expected {self._seq})"
+                return
+            self._seq += 1
+            try:
+                yield json.loads(payload)
+            except ValueError:
+                self.forged = "a report frame that is not JSON"
+                return
+
+    def finish(self) -> None:
+        """The pipe reached EOF: a partial frame left over is a truncated write (a crash), not forgery."""
+        self._buf.clear()
+
+
+class ChildChannel:
+    """Child side: sends authenticated frames to the parent."""
+
+    def __init__(self, key: bytes, fd: int, extra: dict):
+        self._key = key
+        self._fd = fd
+        self._seq = 0
+        self.extra = extra
+
+    def send(self, obj) -> None:
+        data = encode_frame(self._key, self._seq, obj)
+        self._seq += 1
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+
+    def close(self) -> None:
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+
+
+def open_child_channel(environ=None) -> ChildChannel | None:
+    """Read the key, close the key pipe and remove the variable; None when not run by the parent."""
+    environ = os.environ if environ is None else environ
+    value = environ.pop(ENV_VAR, None)
+    if not value:
+        return None
+    key_fd, report_fd = (int(x) for x in value.split(":"))
+    chunks = []
+    while True:
+        chunk = os.read(key_fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(key_fd)
+    data = b"".join(chunks)
+    key, extra = data[:KEY_BYTES], json.loads(data[KEY_BYTES:] or b"{}")
+    return ChildChannel(key, report_fd, extra)
+
+
+def make_pipes(key: bytes, extra: dict) -> tuple[int, int, int, str]:
+    """Parent side: ``(report_read_fd, key_read_fd, report_write_fd, env value)``.
+
+    The key pipe is filled and its write end closed here, so the child reads it without the
+    parent's help (the key and ``extra`` must fit the pipe buffer, 64 KiB on Linux)."""
+    key_r, key_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    os.write(key_w, key + json.dumps(extra).encode())
+    os.close(key_w)
+    return rep_r, key_r, rep_w, f"{key_r}:{rep_w}"
+
+
+# --------------------------------------------------------------------------------------------
+# The pytest plugin of the grading child
+# --------------------------------------------------------------------------------------------
+_MEMORY_WORDS = ("can't allocate memory", "not enough memory", "DefaultCPUAllocator")
+
+
+class _Reporter:
+    def __init__(self, channel: ChildChannel, config: pytest.Config):
+        from . import grading, plugin
+
+        self.channel = channel
+        self.config = config
+        # Bound now, before the submission is imported (it may replace module attributes later;
+        # that is caught by the parent's probes, not here).
+        self._results_json = grading.results_json
+        self._state = grading._state
+        self._submission_key = plugin._SUBMISSION
+        self.memory_error = False
+        self.graded_done = 0
+
+    def snapshot(self, final: bool) -> None:
+        state = self._state(self.config)
+        if state is None:
+            return
+        sub = self.config.stash.get(self._submission_key, None)
+        message = {
+            "kind": "pytest",
+            "final": final,
+            "import_error": sub.error if sub is not None else None,
+            "memory_error": self.memory_error,
+            "results": self._results_json(self.config, state, final),
+        }
+        try:
+            self.channel.send(message)
+        except OSError:  # the parent is gone or closed the pipe: nothing to report to
+            pass
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session) -> None:
+        self.snapshot(final=False)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        if call.excinfo is not None:
+            exc = call.excinfo.value
+            if isinstance(exc, MemoryError) or any(w in str(exc) for w in _MEMORY_WORDS):
+                self.memory_error = True
+        del outcome
+
+    def pytest_runtest_logfinish(self, nodeid, location) -> None:
+        state = self._state(self.config)
+        if state is not None and nodeid in state.results:
+            self.snapshot(final=False)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session, exitstatus) -> None:
+        self.snapshot(final=True)
+        self.channel.close()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    channel = open_child_channel()
+    if channel is not None:
+        config.pluginmanager.register(_Reporter(channel, config), "transformer-spec-reporter")
