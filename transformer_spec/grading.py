@@ -263,6 +263,7 @@ class GradingState:
     stopped_for_time: bool = False
     collected: bool = False
     last_write: float = 0.0
+    diagnoses: list[str] = field(default_factory=list)  # named diagnoses (transformer_spec/diagnose.py)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -819,6 +820,7 @@ def _notes(config: pytest.Config, state: GradingState) -> list[str]:
     forbidden_hits = sorted({r.final.splitlines()[0] for r in state.results.values()
                              if r.final.startswith("forbidden API")})
     notes.extend(forbidden_hits[:5])
+    notes.extend(state.diagnoses)
     if any(r.hidden for r in state.results.values()):
         notes.append("Some tests are hidden until grades are published; the total is shown then.")
     return notes
@@ -878,6 +880,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         state.interrupted = "the run was interrupted" + (f" ({reason})" if isinstance(reason, str) else "")
         if not state.collected:
             state.interrupted += " before all tests were collected"
+    if not state.interrupted:  # name known mistakes in the failed components' feedback
+        from . import diagnose
+
+        state.diagnoses = diagnose.annotate(session.config, state)
     _write_json(session.config, state, final=True)
 
 

@@ -11,6 +11,9 @@ Loaded as a pytest plugin by the root ``conftest.py``. Select a profile with
   Same number of examples as ``dev``.
 * ``thorough``: many more examples (500 per property, over twelve times ``dev``), for checking
   an implementation (or the suite) in depth; takes minutes.
+* ``mutation``: for running the whole suite once per broken copy of the reference
+  (``python -m tools.mutants``, mutmut): few examples, derandomised, no example database and
+  no shrinking (``phases=[explicit, generate]``), so a killed mutant costs no time to shrink.
 
 All three have no deadline: torch's first call takes ~350 ms, over hypothesis's 200 ms
 default, and timings on a shared machine vary. The ``too_slow`` health check is off for the
@@ -25,13 +28,14 @@ run differ from a local one. :func:`pytest_configure` therefore loads ``dev`` wh
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 DEFAULT_PROFILE = "dev"
 #: examples per property in ``dev`` and ``grading``; properties that are expensive per example
 #: take a fraction of it (see ``properties/strategies.py:budget``).
 DEV_EXAMPLES = 40
 THOROUGH_EXAMPLES = 500
+MUTATION_EXAMPLES = 10
 
 # Every profile derives from hypothesis's built-in "default", never from whatever profile is
 # active at import time (that is "ci" when $CI is set, which is derandomised and has no database).
@@ -41,8 +45,10 @@ _COMMON = dict(parent=settings.get_profile("default"), deadline=None,
 settings.register_profile("dev", max_examples=DEV_EXAMPLES, **_COMMON)
 settings.register_profile("grading", max_examples=DEV_EXAMPLES, derandomize=True, database=None, **_COMMON)
 settings.register_profile("thorough", max_examples=THOROUGH_EXAMPLES, **_COMMON)
+settings.register_profile("mutation", max_examples=MUTATION_EXAMPLES, derandomize=True, database=None,
+                          phases=[Phase.explicit, Phase.generate], **_COMMON)
 
-PROFILES = ("dev", "grading", "thorough")
+PROFILES = ("dev", "grading", "thorough", "mutation")
 
 
 def chosen_profile(config: pytest.Config) -> str:

@@ -1,0 +1,224 @@
+"""The kill matrix: run the whole suite on every mistake of the pitfall catalogue.
+
+    python -m tools.mutants                     # every pitfall, 2 in parallel; exit 1 on a gap
+    python -m tools.mutants --only no_scaling tanh_gelu --show-tests
+    python -m tools.mutants --json kill_matrix.json
+    python -m tools.mutants --diagnose-accuracy # how often diagnose.py names each pitfall
+
+Each pitfall of :mod:`transformer_spec.pitfalls` is applied to a fresh copy of ``reference/``
+and graded by one ``pytest spec_tests properties --grade-json`` run (hypothesis profile
+``mutation``: few derandomised examples, no shrinking; one torch thread). The failing tests,
+grouped by their component, make one row of the matrix. The unpatched reference runs too.
+
+Exit status 1 if the reference fails any test, if a pitfall survives (no test fails), or if a
+pitfall is killed only outside its own component (the grade would blame the wrong part).
+No early stop: every run goes to the end, so the matrix shows every component that notices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformer_spec.contract import COMPONENTS
+from transformer_spec.patching import write_patched_reference
+from transformer_spec.pitfalls import BY_NAME, CATALOGUE, Pitfall
+
+REPO = Path(__file__).resolve().parent.parent
+REFERENCE = "(reference)"
+PROFILE = "mutation"
+SHORT = {"attention": "attn", "masks": "mask", "mha": "mha", "ffn": "ffn", "encoder": "enc",
+         "decoder": "dec", "position": "pos", "minigpt": "gpt", "generate": "gen",
+         "seq2seq": "s2s", "errors": "err"}
+
+
+@dataclass
+class Row:
+    """One graded run: which tests failed, by component."""
+
+    name: str
+    component: str | None
+    failed: dict[str, list[str]] = field(default_factory=dict)
+    total: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def killed(self) -> bool:
+        return bool(self.failed)
+
+    @property
+    def killed_in_own(self) -> bool:
+        return self.component in self.failed
+
+    @property
+    def verdict(self) -> str:
+        if self.error:
+            return "ERROR"
+        if self.component is None:
+            return "clean" if not self.failed else "REFERENCE FAILS"
+        if not self.failed:
+            return "SURVIVED"
+        return "killed" if self.killed_in_own else "KILLED ONLY ELSEWHERE"
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict in ("clean", "killed")
+
+
+def suite_command(impl: str, grade_json: str, extra: list[str] | None = None) -> list[str]:
+    """The pytest command that grades ``impl`` under the ``mutation`` profile."""
+    return [sys.executable, "-m", "pytest", "spec_tests", "properties", "-q", "-p", "no:cacheprovider",
+            "--no-header", "--impl", impl, "--grade-json", grade_json, "--hypothesis-profile", PROFILE,
+            *(extra or [])]
+
+
+def suite_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0",
+               TRANSFORMER_SPEC_NO_DIAGNOSE="1")
+    env.pop("CI", None)  # the profile is chosen explicitly anyway
+    return env
+
+
+def run_one(pitfall: Pitfall | None, workdir: Path, timeout: float = 600.0) -> Row:
+    """Grade one patched copy (or the reference itself when ``pitfall`` is None)."""
+    name = pitfall.name if pitfall else REFERENCE
+    row = Row(name, pitfall.component if pitfall else None)
+    start = time.monotonic()
+    try:
+        if pitfall is None:
+            impl = "reference"
+        else:
+            impl = str(write_patched_reference(workdir / name, pitfall.patches, f"mutant_{name}"))
+        out = workdir / f"{name}.json"
+        proc = subprocess.run(suite_command(impl, str(out)), cwd=REPO, env=suite_env(),
+                              capture_output=True, text=True, timeout=timeout)
+        if not out.exists():
+            row.error = f"no results.json (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-500:]}"
+        else:
+            data = json.loads(out.read_text())
+            row.total = len(data["tests"])
+            for t in data["tests"]:
+                if t["status"] != "passed":
+                    if t["output"].startswith("not run"):
+                        row.error = f"tests not run ({t['output'].splitlines()[0]})"
+                    comp = t["tags"][0]
+                    row.failed.setdefault(comp, []).append(t["name"].split("] ", 1)[1])
+            if proc.returncode not in (0, 1):
+                row.error = f"pytest exited {proc.returncode}: {proc.stdout[-500:]}"
+    except subprocess.TimeoutExpired:
+        row.error = f"the suite took over {timeout:g} s"
+    except Exception as exc:  # a patch that no longer applies (PatchError) lands here, loudly
+        row.error = f"{type(exc).__name__}: {exc}"
+    row.seconds = time.monotonic() - start
+    return row
+
+
+def run_all(pitfalls: list[Pitfall], jobs: int = 2, progress=None) -> list[Row]:
+    """The reference first in the queue, then each pitfall; ``jobs`` pytest processes at a time."""
+    with tempfile.TemporaryDirectory(prefix="mutants-") as tmp, ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(run_one, p, Path(tmp)) for p in [None, *pitfalls]]
+        rows = []
+        for f in futures:
+            rows.append(f.result())
+            if progress:
+                progress(rows[-1])
+    return rows
+
+
+def format_matrix(rows: list[Row]) -> list[str]:
+    """Rows: pitfalls; columns: components; a cell is the number of failing tests ([n] = own)."""
+    width = max(len(r.name) for r in rows)
+    head = f"{'pitfall':<{width}}  {'own':<5}" + "".join(f"{SHORT[c]:>6}" for c in COMPONENTS) + "  verdict"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        cells = ""
+        for c in COMPONENTS:
+            n = len(r.failed.get(c, []))
+            cell = "." if n == 0 else str(n)
+            if c == r.component:
+                cell = f"[{cell}]"
+            cells += f"{cell:>6}"
+        own = SHORT.get(r.component, "-") if r.component else "-"
+        lines.append(f"{r.name:<{width}}  {own:<5}{cells}  {r.verdict}")
+    return lines
+
+
+def _print_row(row: Row) -> None:
+    print(f"  {row.verdict:<8} {row.name} ({row.seconds:.1f} s)"
+          + (f": {row.error}" if row.error else ""), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.mutants", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", "-j", type=int, default=2, help="pytest processes in parallel (default 2)")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these pitfalls")
+    parser.add_argument("--show-tests", action="store_true",
+                        help="list every failing test of each pitfall (default: up to 3 of its own component)")
+    parser.add_argument("--json", metavar="PATH", help="also write the matrix as JSON")
+    parser.add_argument("--list", action="store_true", help="list the catalogue and exit")
+    parser.add_argument("--diagnose-accuracy", action="store_true",
+                        help="measure how often transformer_spec.diagnose names each pitfall, and exit")
+    args = parser.parse_args(argv)
+
+    if args.list:
+        for p in CATALOGUE:
+            print(f"{p.component:<10} {p.name:<40} {p.explanation}")
+        return 0
+    if args.diagnose_accuracy:
+        from transformer_spec import diagnose
+
+        return diagnose.main([])
+    if args.only:
+        unknown = [n for n in args.only if n not in BY_NAME]
+        if unknown:
+            parser.error(f"unknown pitfall(s): {', '.join(unknown)}; see --list")
+        pitfalls = [BY_NAME[n] for n in args.only]
+    else:
+        pitfalls = list(CATALOGUE)
+
+    print(f"grading the reference and {len(pitfalls)} pitfalls, {args.jobs} at a time "
+          f"(hypothesis profile {PROFILE!r})", flush=True)
+    start = time.monotonic()
+    rows = run_all(pitfalls, jobs=max(1, args.jobs), progress=_print_row)
+    elapsed = time.monotonic() - start
+
+    print()
+    for line in format_matrix(rows):
+        print(line)
+    print()
+    for r in rows:
+        if r.component is None:
+            continue
+        tests = [t for c in COMPONENTS for t in r.failed.get(c, [])] if args.show_tests else \
+            r.failed.get(r.component, [])[:3]
+        if tests:
+            print(f"{r.name}: " + "; ".join(tests) + (" ..." if not args.show_tests and
+                                                     len(r.failed.get(r.component, [])) > 3 else ""))
+    bad = [r for r in rows if not r.ok]
+    killed = sum(1 for r in rows if r.component is not None and r.verdict == "killed")
+    print()
+    print(f"{killed} / {len(pitfalls)} pitfalls killed inside their own component; "
+          f"reference: {rows[0].verdict}; {elapsed:.0f} s wall time ({args.jobs} jobs)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "seconds": round(elapsed, 1), "jobs": args.jobs,
+            "rows": [{"name": r.name, "component": r.component, "verdict": r.verdict, "error": r.error,
+                      "seconds": round(r.seconds, 1), "total": r.total, "failed": r.failed} for r in rows],
+        }, indent=2) + "\n")
+    for r in bad:
+        print(f"FAIL: {r.name}: {r.verdict}" + (f" ({r.error})" if r.error else ""), file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
