@@ -95,3 +95,10 @@ def build(dest: Path) -> dict[str, Expect]:
     _pkg(dest, "equal_to_anything", append=hostile.EQUAL_TO_ANYTHING)
     ex["equal_to_anything"] = Expect(("ok", "tampering"), "partial", zero=("attention",), full=("mha", "ffn"))
     return ex
+
+
+if __name__ == "__main__":  # python -m tests.adversarial.corpus DEST
+    import sys
+
+    built = build(Path(sys.argv[1]))
+    print(f"wrote {len(built)} submissions to {sys.argv[1]}")
