@@ -1,0 +1,102 @@
+"""Named diagnoses: a known mistake is named, nothing is named without evidence.
+
+Fast: only the masks and ffn probes (cheap), with a cache folder of the test's own.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from transformer_spec import diagnose, loader
+from transformer_spec.patching import load_patched_reference
+from transformer_spec.pitfalls import BY_NAME
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("TRANSFORMER_SPEC_CACHE", str(tmp_path_factory.getbasetemp() / "diagnose-cache"))
+
+
+def _broken(tmp_path, *patches):
+    impl = load_patched_reference(tmp_path, list(patches))
+    assert impl.error is None, impl.error
+    return impl
+
+
+def test_a_catalogue_mistake_is_named(tmp_path):
+    impl = _broken(tmp_path, *BY_NAME["causal_mask_blocks_diagonal"].patches)
+    d = diagnose.diagnose(impl, ["masks"])["masks"]
+    assert d.names == ["causal_mask_blocks_diagonal"]
+    assert "a token must see itself" in d.message() and "`causal_mask_blocks_diagonal`" in d.message()
+
+
+def test_the_same_mistake_written_differently_is_named(tmp_path):
+    # ReLU written as clamp, not as the catalogue's F.relu
+    impl = _broken(tmp_path, ("feedforward.py", "F.gelu(self.linear1(x))", "self.linear1(x).clamp(min=0)"))
+    assert diagnose.diagnose(impl, ["ffn"])["ffn"].names == ["relu_instead_of_gelu"]
+    # the blocked diagonal written as the complement of a lower triangle
+    impl = _broken(tmp_path, ("masks.py", "torch.triu(ones, diagonal=1)", "~torch.tril(ones, diagonal=-1)"))
+    assert diagnose.diagnose(impl, ["masks"])["masks"].names == ["causal_mask_blocks_diagonal"]
+
+
+def test_the_reference_gets_no_diagnosis():
+    found = diagnose.diagnose(loader.load("reference"), ["masks", "ffn", "position"])
+    for comp, d in found.items():
+        assert not d.matches and not d.partial and not d.differs_from_reference, comp
+        assert "no difference" in d.message()
+
+
+def test_an_unknown_mistake_is_not_named(tmp_path):
+    impl = _broken(tmp_path, ("masks.py", "torch.triu(ones, diagonal=1)", "torch.triu(ones, diagonal=3)"))
+    d = diagnose.diagnose(impl, ["masks"])["masks"]
+    assert d.differs_from_reference and not d.matches and not d.partial
+    assert "no known mistake" in d.message()
+
+
+def test_two_mistakes_at_once_give_partial_diagnoses_only(tmp_path):
+    impl = _broken(tmp_path, ("feedforward.py", "return self.linear2(self.dropout(F.gelu(self.linear1(x))))",
+                              "return self.dropout(self.linear2(F.relu(self.linear1(x))))"))  # two mistakes
+    d = diagnose.diagnose(impl, ["ffn"])["ffn"]
+    assert not d.matches
+    assert {p.name for p in d.partial} == {"relu_instead_of_gelu", "ffn_dropout_after_linear2"}
+    assert "(partial)" in d.message()
+
+
+def test_a_submission_that_raises_is_described_not_crashed(tmp_path):
+    impl = _broken(tmp_path, ("feedforward.py", "return self.linear2(self.dropout(F.gelu(self.linear1(x))))",
+                              "raise RuntimeError('boom')"))
+    f = diagnose.features(impl, ["ffn"])["ffn"]
+    assert f["out"] == "raises RuntimeError"
+
+
+def test_features_compare_within_tolerance():
+    import torch
+
+    a = diagnose._value(torch.tensor([1.0, float("nan")]))
+    assert diagnose.same(a, diagnose._value(torch.tensor([1.0 + 1e-9, float("nan")])))
+    assert not diagnose.same(a, diagnose._value(torch.tensor([1.1, float("nan")])))
+    assert not diagnose.same(a, diagnose._value(torch.tensor([True, False])))
+    assert not diagnose.same(a, "raises RuntimeError")
+
+
+def test_grading_names_the_mistake_in_results_json(tmp_path):
+    pkg = load_patched_reference(tmp_path, BY_NAME["padding_mask_inverted"].patches).origin
+    out = tmp_path / "results.json"
+    env = {k: v for k, v in os.environ.items() if k != diagnose.NO_DIAGNOSE_ENV}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "spec_tests/test_behaviours.py", "spec_tests/test_contract_basics.py",
+         "-k", "mask", "-q", "-p", "no:cacheprovider", "--impl", str(Path(pkg).parent),
+         "--grade-json", str(out)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    results = json.loads(out.read_text())
+    failed = [t for t in results["tests"] if t["status"] == "failed" and "[masks]" in t["name"]]
+    assert failed, proc.stdout[-2000:]
+    assert all("`padding_mask_inverted`" in t["output"] for t in failed)
+    assert "Diagnosis for 'masks'" in results["output"]
+    assert "Diagnosis for 'masks'" in proc.stdout

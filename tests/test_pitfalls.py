@@ -1,0 +1,77 @@
+"""The pitfall catalogue is well-formed and every patch still applies to the reference."""
+
+import pytest
+from hypothesis import Phase, settings
+
+from tools import mutants
+from transformer_spec import hypothesis_profiles  # noqa: F401 - registers the profiles
+from transformer_spec.contract import COMPONENTS
+from transformer_spec.patching import PatchError, load_patched_reference, write_patched_reference
+from transformer_spec.pitfalls import BY_NAME, CATALOGUE, check_catalogue
+
+
+def test_catalogue_is_well_formed():
+    check_catalogue()
+    assert len(CATALOGUE) >= 40
+    assert len(BY_NAME) == len(CATALOGUE), "pitfall names must be unique"
+    for p in CATALOGUE:
+        assert p.component in COMPONENTS, p.name
+        assert p.name.isidentifier(), p.name
+        assert p.explanation.strip() and "\n" not in p.explanation, p.name
+        assert p.patches and all(old != new for _, old, new in p.patches), p.name
+
+
+def test_every_component_but_none_has_pitfalls():
+    assert {p.component for p in CATALOGUE} == set(COMPONENTS)
+
+
+@pytest.mark.parametrize("pitfall", CATALOGUE, ids=lambda p: p.name)
+def test_every_patch_applies_and_the_copy_imports(tmp_path, pitfall):
+    broken = load_patched_reference(tmp_path, pitfall.patches, pitfall.name)
+    assert broken.error is None, broken.error
+
+
+def test_patches_are_distinct():
+    seen = {}
+    for p in CATALOGUE:
+        key = tuple(sorted(p.patches))
+        assert key not in seen, f"{p.name} and {seen.get(key)} apply the same patches"
+        seen[key] = p.name
+
+
+def test_a_patch_that_no_longer_applies_fails_loudly(tmp_path):
+    with pytest.raises(PatchError, match="found it 0 times"):
+        write_patched_reference(tmp_path, [("attention.py", "text that is not there", "x")])
+
+
+def test_mutation_profile_is_fast_and_reproducible():
+    s = settings.get_profile("mutation")
+    assert s.deadline is None and s.database is None and s.derandomize
+    assert Phase.shrink not in s.phases and Phase.generate in s.phases
+    assert "mutation" in hypothesis_profiles.PROFILES
+
+
+def test_kill_matrix_verdicts():
+    ref = mutants.Row(mutants.REFERENCE, None)
+    assert ref.verdict == "clean" and ref.ok
+    assert mutants.Row("x", "ffn").verdict == "SURVIVED"
+    assert mutants.Row("x", "ffn", failed={"encoder": ["t"]}).verdict == "KILLED ONLY ELSEWHERE"
+    row = mutants.Row("x", "ffn", failed={"ffn": ["a", "b"], "encoder": ["t"]})
+    assert row.verdict == "killed" and row.ok
+    lines = mutants.format_matrix([ref, row])
+    assert "[2]" in lines[-1] and lines[-1].rstrip().endswith("killed")
+    failed_ref = mutants.Row(mutants.REFERENCE, None, failed={"masks": ["t"]})
+    assert not failed_ref.ok
+
+
+def test_suite_command_uses_the_mutation_profile_and_one_thread():
+    cmd = mutants.suite_command("pkg", "out.json")
+    assert cmd[cmd.index("--hypothesis-profile") + 1] == "mutation" and "--grade-json" in cmd
+    env = mutants.suite_env()
+    assert env["OMP_NUM_THREADS"] == "1" and env["TRANSFORMER_SPEC_NO_DIAGNOSE"] == "1"
+
+
+def test_unknown_pitfall_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit):
+        mutants.main(["--only", "no_such_pitfall"])
+    assert "unknown pitfall" in capsys.readouterr().err
