@@ -585,6 +585,39 @@ def annotate(config, state) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # Accuracy on the catalogue
 # --------------------------------------------------------------------------------------------
+#: The same mistakes written differently from the catalogue's patches (as another student would):
+#: ``(expected pitfall, patches)``. Measures whether a diagnosis generalises beyond the patch text.
+VARIANTS: tuple[tuple[str, tuple], ...] = (
+    ("no_scaling", (("attention.py", "scores = torch.matmul(q, k.transpose(-2, -1)) * scale",
+                     "scores = torch.einsum('...qd,...kd->...qk', q, k) * (scale if scale != 1.0 / "
+                     "math.sqrt(q.size(-1)) else 1.0)"),)),
+    ("softmax_over_queries", (("attention.py", "weights = F.softmax(scores, dim=-1)",
+                               "weights = scores.exp() / scores.exp().sum(dim=-2, keepdim=True)"),)),
+    ("masked_with_zero", (("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores = scores * ~mask"),)),
+    ("causal_mask_blocks_diagonal", (("masks.py", "torch.triu(ones, diagonal=1)", "~torch.tril(ones, diagonal=-1)"),)),
+    ("padding_mask_blocks_queries", (("masks.py", "(tokens == pad_id)[:, None, None, :]",
+                                      "(tokens == pad_id).unsqueeze(1).unsqueeze(-1)"),)),
+    ("heads_merged_without_transpose", (("multihead.py", "heads.transpose(1, 2).reshape(B, Lq, self.d_model)",
+                                         "heads.contiguous().view(B, Lq, self.d_model)"),)),
+    ("relu_instead_of_gelu", (("feedforward.py", "F.gelu(self.linear1(x))", "self.linear1(x).clamp(min=0)"),)),
+    ("tanh_gelu", (("feedforward.py", "F.gelu(self.linear1(x))",
+                    "(lambda h: 0.5 * h * (1 + torch.tanh(0.7978845608028654 * (h + 0.044715 * h ** 3))))"
+                    "(self.linear1(x))"),
+                   ("feedforward.py", "import torch.nn as nn\n", "import torch\nimport torch.nn as nn\n"))),
+    ("positions_start_at_1", (("position.py", "return x + self.pe[:, start : start + x.size(1)].to(x.dtype)",
+                               "return x + self.pe[:, start + 1 : start + 1 + x.size(1)].to(x.dtype)"),)),
+    ("no_weight_tying", (("minigpt.py", "self.lm_head.weight = self.token_embed.weight",
+                          "self.lm_head.weight = nn.Parameter(self.token_embed.weight.detach().clone())"),)),
+    ("mode_not_restored", (("minigpt.py", "self.train(was_training)", "self.train(False)"),)),
+    ("top_k_ignored", (("minigpt.py", "kth_best = torch.topk(next_logits, top_k).values[-1]",
+                        "kth_best = next_logits.min()"),)),
+    ("temperature_multiplied", (("minigpt.py", "probs = F.softmax(next_logits, dim=-1)",
+                                 "probs = F.softmax(next_logits * temperature * temperature, dim=-1)"),)),
+    ("heads_divisibility_not_checked", (("_validation.py", "if d_model % num_heads != 0:",
+                                         "if d_model < num_heads:"),)),
+)
+
+
 def accuracy(progress=None) -> dict:
     """Diagnose each pitfall (a freshly loaded patched copy, other RNG state) in its own component.
 
@@ -607,9 +640,21 @@ def accuracy(progress=None) -> dict:
                          "partial": [m.name for m in d.partial]})
             if progress:
                 progress(rows[-1])
+        variant_rows = []
+        for i, (expected, patches) in enumerate(VARIANTS):
+            torch.manual_seed(2000 + i)
+            comp = BY_NAME[expected].component
+            impl = load_patched_reference(Path(tmp), patches, f"variant_{expected}")
+            d = diagnose(impl, [comp], table)[comp]
+            names = [m.name for m in d.matches]
+            variant_rows.append({"pitfall": expected, "component": comp, "ok": expected in names,
+                                 "diagnosed_as": names, "partial": [m.name for m in d.partial]})
+            if progress:
+                progress(variant_rows[-1])
     ref = diagnose(loader.load("reference"), COMPONENTS, table)
     false_positive = {c: d.names for c, d in ref.items() if d.matches or d.partial}
     return {"rows": rows, "correct": sum(r["ok"] for r in rows), "total": len(rows),
+            "variants": variant_rows, "variants_correct": sum(r["ok"] for r in variant_rows),
             "reference_false_positives": false_positive, "seconds": round(time.monotonic() - start, 1)}
 
 
@@ -630,6 +675,8 @@ def main(argv: list[str] | None = None) -> int:
     rate = result["correct"] / result["total"]
     print(f"\ndiagnosed as itself (or an identically behaving pitfall): {result['correct']} / {result['total']} "
           f"= {rate:.1%}; {result['seconds']} s")
+    vc, vt = result["variants_correct"], len(result["variants"])
+    print(f"the same mistakes written differently (diagnose.VARIANTS): {vc} / {vt} named correctly")
     groups = {}
     for r in result["rows"]:
         if len(r["diagnosed_as"]) > 1:
