@@ -38,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -780,24 +780,35 @@ def feedback_md(record: Record) -> str:
 # --------------------------------------------------------------------------------------------
 # Output folder: records, gradebook, integrity
 # --------------------------------------------------------------------------------------------
+def _stat(path: Path) -> tuple:
+    try:
+        st = path.stat()
+    except OSError:
+        return ()
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 class Output:
     """``OUT_DIR``: writes atomically, remembers what it wrote, and puts back anything else."""
 
     def __init__(self, out: Path):
         self.out = out
         self.written: dict[Path, bytes] = {}
+        self._stat: dict[Path, tuple] = {}
         self.records: dict[str, Record] = {}
 
     def write(self, path: Path, data: bytes | str) -> None:
         data = data.encode() if isinstance(data, str) else data
         atomic_write(path, data)
         self.written[path] = data
+        self._stat[path] = _stat(path)
 
     def adopt_existing(self) -> None:
         """On --resume: what a previous run wrote is kept as it is."""
         for p in self.out.rglob("*"):
             if p.is_file():
                 self.written[p] = p.read_bytes()
+                self._stat[p] = _stat(p)
 
     def sweep(self, protect: set[Path] = frozenset()) -> list[str]:  # type: ignore[assignment]
         """Remove files this tool did not write and restore the ones that changed (a submission
@@ -812,12 +823,9 @@ class Output:
                 p.unlink(missing_ok=True)
                 fixed.append(f"removed {p}")
         for p, data in self.written.items():
-            try:
-                same = p.read_bytes() == data
-            except OSError:
-                same = False
-            if not same:
+            if _stat(p) != self._stat.get(p):
                 atomic_write(p, data)
+                self._stat[p] = _stat(p)
                 fixed.append(f"restored {p}")
         return fixed
 
@@ -911,17 +919,13 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
         bar = _progress(len(entries), len(entries) - len(todo), progress)
         pool = ThreadPoolExecutor(max_workers=jobs)
         try:
-            futures = {pool.submit(_grade_safely, e, ctx): e for e in todo}
-            for fut in as_completed(futures):
-                record, run, cov = fut.result()
-                output.sweep(protect={tmp_root})
-                output.save(record, run, cov, ctx.skeleton)
-                if cov is not None:
-                    shutil.rmtree(cov.parent, ignore_errors=True)
-                output.write(out / "gradebook.csv", output.gradebook(comps))
-                if bar is not None:
-                    bar.set_postfix_str(f"{record.student}: {record.status} {_num(record.total)}", refresh=False)
-                    bar.update(1)
+            pending = {pool.submit(_grade_safely, e, ctx) for e in todo}
+            while pending:
+                done, pending = wait(pending, timeout=2.0, return_when=FIRST_COMPLETED)
+                output.sweep(protect={tmp_root})  # also while children run: nothing forged stays
+                for fut in done:
+                    _saved(fut, output, out, comps, bar)
+
         except BaseException:
             # Ctrl-C (or any error): nothing more is started, the running children are ended,
             # and nothing half-written is left (every file is replaced atomically).
@@ -938,6 +942,17 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
         (state / f"tmp-root-{os.getpid()}.txt").unlink(missing_ok=True)
+
+
+def _saved(fut, output: Output, out: Path, comps: list[str], bar) -> None:
+    record, run, cov = fut.result()
+    output.save(record, run, cov, record.tests)
+    if cov is not None:
+        shutil.rmtree(cov.parent, ignore_errors=True)
+    output.write(out / "gradebook.csv", output.gradebook(comps))
+    if bar is not None:
+        bar.set_postfix_str(f"{record.student}: {record.status} {_num(record.total)}", refresh=False)
+        bar.update(1)
 
 
 def _remove_old_tmp_roots(state: Path) -> None:
