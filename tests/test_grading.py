@@ -8,6 +8,8 @@ test files through ``pytester``. The one full run on the reference is shared by 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -198,12 +200,21 @@ def test_missing_name_says_which_contract_row(tmp_path):
     assert "linear1, linear2" in missing["output"]  # the contract row
 
 
+def grade_in_subprocess(tmp_path: Path, *args: str, impl: str) -> dict:
+    """Like :func:`grade`, in a fresh process as an instructor runs it: an in-process run would
+    reuse test modules this outer run imported under its own (random) hypothesis profile."""
+    out = tmp_path / f"results_{len(list(tmp_path.glob('results_*.json')))}.json"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--impl", impl,
+                    "--grade-json", str(out), *args], cwd=REPO, capture_output=True, timeout=600)
+    return json.loads(out.read_text())
+
+
 def test_same_submission_graded_twice_gives_identical_reports(tmp_path):
     pkg = write_patched_reference(tmp_path, [("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = 1.0")],
                                   "no_scaling")
     args = ("properties/test_law5_variance.py", "spec_tests/test_seed001_worked_example.py")
-    _, first = grade(tmp_path, *args, impl=str(pkg))
-    _, second = grade(tmp_path, *args, impl=str(pkg))
+    first = grade_in_subprocess(tmp_path, *args, impl=str(pkg))
+    second = grade_in_subprocess(tmp_path, *args, impl=str(pkg))
     first.pop("execution_time"), second.pop("execution_time")
     for a, b in zip(first["tests"], second["tests"], strict=True):
         assert a == b, f"{a['name']} differs between two runs:\n{a['output']}\n---\n{b['output']}"
