@@ -18,11 +18,13 @@ with ``weights_only=True``)::
 
 from __future__ import annotations
 
+import io
 import os
-import tempfile
 from pathlib import Path
 
 import torch
+
+from transformer_spec.files import atomic_write
 
 from ._common import ToolError
 
@@ -36,19 +38,9 @@ def save_checkpoint(payload: dict, path: str | os.PathLike) -> Path:
     ``os.replace``. A crash mid-write leaves the previous file (or none), never half a file."""
     path = Path(path)
     payload = {"format": FORMAT, "version": VERSION, **payload}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(payload, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    atomic_write(path, buffer.getvalue())
     return path
 
 

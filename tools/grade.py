@@ -44,6 +44,7 @@ from pathlib import Path
 
 from transformer_spec import isolation, probes
 from transformer_spec.contract import COMPONENTS
+from transformer_spec.files import atomic_write
 
 REPO = Path(__file__).resolve().parent.parent
 SUITE = ("conftest.py", "pyproject.toml", "spec_tests", "properties")
@@ -122,26 +123,6 @@ def _sha(data: bytes) -> str:
 # --------------------------------------------------------------------------------------------
 # Atomic files
 # --------------------------------------------------------------------------------------------
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write ``path`` through a temporary file in the same folder and ``os.replace``."""
-    if isinstance(data, str):
-        data = data.encode()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def remove_temp_files(out: Path) -> None:
     """Left-overs of an interrupted ``atomic_write`` (the real files are whole or absent)."""
     for tmp in out.rglob(".*.tmp"):
