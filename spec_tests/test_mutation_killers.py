@@ -7,7 +7,9 @@ Each holds for any correct implementation of the contract:
   with dropout 0.5 must give exactly ``linear2.bias`` (FFN) or the input (Pre-LN blocks),
   whatever the random dropout mask. Dropout of the residual sum, or after ``linear2``, fails;
 * the errors of ``LearnedPositionEmbedding`` name the argument as a word (``x``, ``d_model``),
-  not merely contain its letters.
+  not merely contain its letters; and every case of ``test_bad_arguments.py`` names its argument
+  by its exact identifier, as a word (``seq_len``, not ``SEQ_LEN`` or ``XXseq_lenXX``);
+* ``LearnedPositionEmbedding`` adds ``embedding.weight[pos]`` (known weights), not minus it.
 """
 
 import re
@@ -15,6 +17,7 @@ import re
 import pytest
 import torch
 
+from spec_tests.test_bad_arguments import CASES
 from transformer_spec.assertions import assert_close
 from transformer_spec.testing import (
     decoder_block_shapes,
@@ -89,3 +92,33 @@ def test_learned_position_embedding_errors_name_the_argument(impl):
     _raises_naming_word(lambda: emb(torch.zeros(1, 3, D + 1)), "x",
                         "LearnedPositionEmbedding on x with d_model + 1 features")
     _raises_naming_word(lambda: emb(torch.zeros(3, D)), "x", "LearnedPositionEmbedding on a 2-D x")
+
+
+def _names_as_word(message: str, name: str) -> bool:
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message) is not None
+
+
+@pytest.mark.component("errors")
+def test_bad_argument_errors_name_the_argument_by_its_identifier(impl):
+    wrong = []
+    for case, call, names in CASES:
+        try:
+            call(impl)
+        except (ValueError, TypeError) as exc:
+            if not any(_names_as_word(str(exc), n) for n in names):
+                wrong.append(f"{case}: {type(exc).__name__}({str(exc)!r}) does not name {' or '.join(names)}")
+        except Exception as exc:  # noqa: BLE001 - the wrong kind of error
+            wrong.append(f"{case}: expected ValueError/TypeError, got {type(exc).__name__}: {exc}")
+        else:
+            wrong.append(f"{case}: nothing was raised")
+    assert not wrong, ("error messages must name the argument by its exact identifier, as a word:\n  "
+                       + "\n  ".join(wrong))
+
+
+@pytest.mark.component("position")
+def test_learned_position_embedding_adds_the_row_of_each_position(impl):
+    weight = _x(6, D, seed=7)
+    emb = set_parameters(impl.LearnedPositionEmbedding(d_model=D, max_len=6).to(F64), {"embedding.weight": weight})
+    x = _x(2, 4, D, seed=8)
+    assert_close(emb(x), x + weight[:4], what="LearnedPositionEmbedding(x) with known embedding.weight: "
+                                              "x + embedding.weight[:L]")
