@@ -122,3 +122,23 @@ def test_learned_position_embedding_adds_the_row_of_each_position(impl):
     x = _x(2, 4, D, seed=8)
     assert_close(emb(x), x + weight[:4], what="LearnedPositionEmbedding(x) with known embedding.weight: "
                                               "x + embedding.weight[:L]")
+
+
+def _seq2seq(impl):
+    return impl.Seq2SeqTransformer(11, 13, d_model=D, num_heads=H, num_encoder_layers=1, num_decoder_layers=1,
+                                   d_ff=FF, max_len=8, dropout=0.0)
+
+
+@pytest.mark.component("errors")
+@pytest.mark.parametrize(("case", "names"), [
+    ("src_float", ("src",)), ("tgt_float", ("tgt",)), ("src_out_of_vocabulary", ("src",)),
+    ("tgt_out_of_vocabulary", ("tgt",)), ("src_one_dimensional", ("src",)), ("tgt_one_dimensional", ("tgt",)),
+])
+def test_seq2seq_bad_tokens_name_src_or_tgt(impl, case, names):
+    good_src, good_tgt = torch.tensor([[1, 2, 3]]), torch.tensor([[1, 2]])
+    bad = {"float": lambda t: t.double(), "out_of_vocabulary": lambda t: t + 20, "one_dimensional": lambda t: t[0]}
+    which, kind = case.split("_", 1)
+    src = bad[kind](good_src) if which == "src" else good_src
+    tgt = bad[kind](good_tgt) if which == "tgt" else good_tgt
+    model = _seq2seq(impl)
+    _raises_naming_word(lambda: model(src, tgt), names[0], f"Seq2SeqTransformer with {which} {kind.replace('_', ' ')}")
