@@ -12,6 +12,7 @@ Each holds for any correct implementation of the contract:
 * ``LearnedPositionEmbedding`` adds ``embedding.weight[pos]`` (known weights), not minus it.
 """
 
+import inspect
 import re
 
 import pytest
@@ -142,3 +143,50 @@ def test_seq2seq_bad_tokens_name_src_or_tgt(impl, case, names):
     tgt = bad[kind](good_tgt) if which == "tgt" else good_tgt
     model = _seq2seq(impl)
     _raises_naming_word(lambda: model(src, tgt), names[0], f"Seq2SeqTransformer with {which} {kind.replace('_', ' ')}")
+
+
+# The contract's constructor and function defaults (docs/contract.md), per component.
+DEFAULTS = [
+    ("attention", "scaled_dot_product_attention", {"mask": None, "scale": None}),
+    ("masks", "causal_mask", {"device": None}),
+    ("mha", "MultiHeadAttention", {"d_model": 512, "num_heads": 8, "dropout": 0.1}),
+    ("mha", "MultiHeadSelfAttention", {"d_model": 512, "num_heads": 8, "dropout": 0.1}),
+    ("ffn", "FeedForward", {"d_model": 512, "d_ff": 2048, "dropout": 0.1}),
+    ("encoder", "TransformerEncoderBlock",
+     {"d_model": 512, "num_heads": 8, "d_ff": 2048, "dropout": 0.1, "norm_first": True}),
+    ("decoder", "TransformerDecoderBlock",
+     {"d_model": 512, "num_heads": 8, "d_ff": 2048, "dropout": 0.1, "norm_first": True}),
+    ("position", "SinusoidalPositionEncoding", {"max_len": 5000}),
+    ("minigpt", "MiniGPT", {"d_model": 128, "num_heads": 4, "num_layers": 4, "d_ff": 512, "max_len": 128,
+                            "dropout": 0.1}),
+    ("generate", "MiniGPT.generate", {"max_new_tokens": 50, "temperature": 0.8, "top_k": None, "generator": None}),
+    ("seq2seq", "Seq2SeqTransformer", {"d_model": 128, "num_heads": 4, "num_encoder_layers": 2,
+                                       "num_decoder_layers": 2, "d_ff": 512, "max_len": 128, "dropout": 0.1,
+                                       "pad_id": 0}),
+]
+
+
+@pytest.mark.parametrize(("name", "defaults"), [
+    pytest.param(n, d, id=n, marks=pytest.mark.component(c)) for c, n, d in DEFAULTS])
+def test_contract_defaults(impl, name, defaults):
+    obj = impl
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    params = inspect.signature(obj).parameters
+    wrong = [f"{k}: expected default {v!r}, got "
+             + ("no such parameter" if k not in params else
+                "no default" if params[k].default is inspect.Parameter.empty else repr(params[k].default))
+             for k, v in defaults.items()
+             if k not in params or params[k].default is inspect.Parameter.empty or params[k].default != v
+             or type(params[k].default) is not type(v)]
+    assert not wrong, f"{name}: the contract's defaults differ: " + "; ".join(wrong)
+
+
+@pytest.mark.component("errors")
+@pytest.mark.parametrize("arg", ["src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "num_encoder_layers",
+                                 "num_decoder_layers", "d_ff", "max_len"])
+def test_seq2seq_constructor_errors_name_the_argument(impl, arg):
+    kwargs = dict(src_vocab_size=11, tgt_vocab_size=13, d_model=D, num_heads=H, num_encoder_layers=1,
+                  num_decoder_layers=1, d_ff=FF, max_len=8, dropout=0.0)
+    kwargs[arg] = 0
+    _raises_naming_word(lambda: impl.Seq2SeqTransformer(**kwargs), arg, f"Seq2SeqTransformer({arg}=0)")
