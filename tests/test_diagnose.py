@@ -100,3 +100,13 @@ def test_grading_names_the_mistake_in_results_json(tmp_path):
     assert all("`padding_mask_inverted`" in t["output"] for t in failed)
     assert "Diagnosis for 'masks'" in results["output"]
     assert "Diagnosis for 'masks'" in proc.stdout
+
+
+def test_a_diagnosis_that_hangs_is_stopped():
+    import time
+
+    from transformer_spec import diagnose as d
+
+    with pytest.raises(TimeoutError, match="longer than 0.2 s"):
+        d._within(0.2, lambda: time.sleep(5))
+    assert d._within(1.0, lambda: 42) == 42

@@ -548,6 +548,27 @@ def diagnose(impl, components: Iterable[str], table=None) -> dict[str, Diagnosis
 _NOT_DIAGNOSED = ("not run", "forbidden API", "NotImplementedError", "timed out")
 
 
+#: The longest a diagnosis may take at the end of a graded run (it runs submission code again).
+DIAGNOSIS_SECONDS = 60.0
+
+
+def _within(seconds: float, fn):
+    """``fn()``, stopped with ``TimeoutError`` after ``seconds`` where SIGALRM exists (main thread)."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return fn()
+
+    def stop(signum, frame):
+        raise TimeoutError(f"it took longer than {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return fn()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def annotate(config, state) -> list[str]:
     """Append a diagnosis to the output of every failed test of each failing component.
 
@@ -570,8 +591,8 @@ def annotate(config, state) -> list[str]:
     if not failing:
         return []
     try:
-        found = diagnose(sub, [c for c in COMPONENTS if c in failing])
-    except Exception as exc:  # noqa: BLE001 - a diagnosis must never break a grade
+        found = _within(DIAGNOSIS_SECONDS, lambda: diagnose(sub, [c for c in COMPONENTS if c in failing]))
+    except BaseException as exc:  # noqa: BLE001 - submission code runs here: SystemExit, a hang... never break a grade
         return [f"(the diagnosis could not run: {type(exc).__name__}: {exc})"]
     notes = []
     for comp, d in found.items():
