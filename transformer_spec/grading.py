@@ -48,6 +48,7 @@ import pytest
 
 from . import forbidden, loader
 from .contract import BY_NAME, COMPONENTS
+from .files import atomic_write
 
 try:  # Python 3.11+
     import tomllib
@@ -863,11 +864,7 @@ def _write_json(config: pytest.Config, state: GradingState, final: bool) -> None
     if state.grade_json is None:
         return
     data = results_json(config, state, final)
-    path = state.grade_json
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(state.grade_json, json.dumps(data, indent=2) + "\n")
     state.last_write = time.monotonic()
 
 
