@@ -133,6 +133,19 @@ def test_masks_follow_the_device(impl):
     assert impl.padding_mask(tokens, 0).device.type == device.type, "padding_mask must be on the tokens' device"
 
 
+@pytest.mark.component("masks")
+def test_causal_mask_is_built_on_the_requested_device(impl):
+    """torch's ``meta`` device (shapes without data) exists in every build, GPU or not, so it shows
+    whether ``device=`` reaches the tensor even on a CPU-only machine."""
+    m = impl.causal_mask(3, device=torch.device("meta"))
+    assert isinstance(m, torch.Tensor) and m.device.type == "meta", (
+        f"causal_mask(3, device=torch.device('meta')) returned a mask on "
+        f"{getattr(m, 'device', type(m).__name__)}: build the mask on the `device` argument "
+        f"(e.g. torch.ones(seq_len, seq_len, dtype=torch.bool, device=device))")
+    assert m.dtype == torch.bool and tuple(m.shape) == (3, 3), (
+        f"causal_mask(3, device=meta) must be a bool (3, 3) mask, got {m.dtype} {tuple(m.shape)}")
+
+
 # ---------------------------------------------------------------- dropout: train only
 def _module_cases():
     return {
@@ -177,6 +190,30 @@ def test_eval_mode_output_does_not_depend_on_dropout(impl, kind):
     with torch.no_grad():
         assert_close(run(with_dropout, x), run(without, x),
                      what=f"{kind} in eval() with dropout=0.5 vs dropout=0.0", seed="contract: eval() is deterministic")
+
+
+def _seq2seq(impl, dropout):
+    return impl.Seq2SeqTransformer(VOCAB, VOCAB, d_model=D, num_heads=H, num_encoder_layers=1,
+                                   num_decoder_layers=1, d_ff=FF, max_len=8, dropout=dropout).double()
+
+
+@pytest.mark.parametrize("kind", DROPOUT_CASES + [pytest.param("seq2seq", marks=pytest.mark.component("seq2seq"),
+                                                               id="seq2seq")])
+def test_dropout_zero_gives_the_eval_output_in_train_mode(impl, kind):
+    """``dropout=0.0`` must reach every dropout inside (sublayers built with their own default 0.1 would not)."""
+    if kind == "seq2seq":
+        module, run = _seq2seq(impl, 0.0), lambda m, x: m(torch.tensor([[1, 5, 2, 7]]), torch.tensor([[3, 1, 4]]))
+        x = None
+    else:
+        build, shapes, run = _module_cases()[kind]
+        module = set_parameters(build(impl, 0.0).double(), seeded(shapes, 25))
+        x = randn(2, 6, D, seed=26)
+    with torch.no_grad():
+        eval_out = run(module.eval(), x)
+        torch.manual_seed(0)
+        train_out = run(module.train(), x)
+    assert_close(train_out, eval_out, what=f"{kind} built with dropout=0.0: output in train() vs eval() "
+                                            f"(any difference means some dropout inside did not get p=0)")
 
 
 def _minigpt(impl, dropout=0.5):

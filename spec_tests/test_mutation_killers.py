@@ -182,6 +182,52 @@ def test_contract_defaults(impl, name, defaults):
     assert not wrong, f"{name}: the contract's defaults differ: " + "; ".join(wrong)
 
 
+@pytest.mark.component("seq2seq")
+def test_seq2seq_defaults_are_the_contracts(impl):
+    """``Seq2SeqTransformer(11, 13)`` with no other argument: d_model=128, num_heads=4, two encoder and
+    two decoder blocks, d_ff=512, max_len=128, dropout=0.1, pad_id=0, seen through the contract's
+    submodule names and behaviour (a signature can show defaults that the body does not use)."""
+    torch.manual_seed(0)
+    model = impl.Seq2SeqTransformer(11, 13).double().eval()
+    sizes = {"len(encoder)": len(model.encoder), "len(decoder)": len(model.decoder),
+             "encoder[0].self_attn.W_Q.weight": tuple(model.encoder[0].self_attn.W_Q.weight.shape),
+             "encoder[0].ffn.linear1.weight": tuple(model.encoder[0].ffn.linear1.weight.shape),
+             "decoder[1].ffn.linear1.weight": tuple(model.decoder[1].ffn.linear1.weight.shape)}
+    expected = {"len(encoder)": 2, "len(decoder)": 2, "encoder[0].self_attn.W_Q.weight": (128, 128),
+                "encoder[0].ffn.linear1.weight": (512, 128), "decoder[1].ffn.linear1.weight": (512, 128)}
+    assert sizes == expected, f"Seq2SeqTransformer(11, 13): expected {expected}, got {sizes}"
+    with torch.no_grad():
+        weights = model.encoder[0](_x(1, 3, 128))[1]
+    assert tuple(weights.shape) == (1, 4, 3, 3), (
+        f"encoder[0] of Seq2SeqTransformer(11, 13) gave attention weights {tuple(weights.shape)}: "
+        f"the default num_heads=4 means (B, 4, L, L) = (1, 4, 3, 3)")
+    tgt = torch.tensor([[1, 2]])
+    with torch.no_grad():
+        model(torch.full((1, 128), 3), tgt)  # max_len=128 positions are allowed
+        _raises_naming_word(lambda: model(torch.full((1, 129), 3), tgt), "max_len",
+                            "Seq2SeqTransformer(11, 13) given 129 source tokens (default max_len=128)")
+        short = model(torch.tensor([[5, 6, 7]]), tgt)
+        padded = model(torch.tensor([[5, 6, 7, 0, 0]]), tgt)  # default pad_id=0: the two 0s are blocked
+    assert_close(padded, short, what="Seq2SeqTransformer(11, 13) logits for src [5, 6, 7, 0, 0] vs [5, 6, 7] "
+                                     "(the default pad_id=0 blocks the padding)")
+    model.train()
+    torch.manual_seed(1)
+    with torch.no_grad():
+        a, b = model(torch.tensor([[5, 6, 7]]), tgt), model(torch.tensor([[5, 6, 7]]), tgt)
+    assert not torch.allclose(a, b), "Seq2SeqTransformer(11, 13) in train(): the default dropout=0.1 must act"
+
+
+@pytest.mark.component("position")
+def test_sinusoidal_default_max_len_is_5000(impl):
+    pe = impl.SinusoidalPositionEncoding(D)
+    assert tuple(pe.pe.shape) == (1, 5000, D), (
+        f"SinusoidalPositionEncoding({D}).pe has shape {tuple(pe.pe.shape)}, expected (1, 5000, {D}) "
+        f"(the default max_len=5000)")
+    assert tuple(pe(torch.zeros(1, 5000, D)).shape) == (1, 5000, D)
+    _raises_naming_word(lambda: pe(torch.zeros(1, 5001, D)), "max_len",
+                        f"SinusoidalPositionEncoding({D}) given 5001 positions (default max_len=5000)")
+
+
 @pytest.mark.component("errors")
 @pytest.mark.parametrize("arg", ["src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "num_encoder_layers",
                                  "num_decoder_layers", "d_ff", "max_len"])
