@@ -8,10 +8,13 @@
 Each pitfall of :mod:`transformer_spec.pitfalls` is applied to a fresh copy of ``reference/``
 and graded by one ``pytest spec_tests properties --grade-json`` run (hypothesis profile
 ``mutation``: few derandomised examples, no shrinking; one torch thread). The failing tests,
-grouped by their component, make one row of the matrix. The unpatched reference runs too.
+grouped by their component, make one row of the matrix. The unpatched reference runs too, and
+so does an independently written correct implementation (``tests/independent/alt_submission.py``,
+written from the contract alone in another style): a test that fails it over-specifies.
 
-Exit status 1 if the reference fails any test, if a pitfall survives (no test fails), or if a
-pitfall is killed only outside its own component (the grade would blame the wrong part).
+Exit status 1 if the reference or the independent implementation fails any test, if a pitfall
+survives (no test fails), or if a pitfall is killed only outside its own component (the grade
+would blame the wrong part).
 No early stop: every run goes to the end, so the matrix shows every component that notices.
 """
 
@@ -34,6 +37,9 @@ from transformer_spec.pitfalls import BY_NAME, CATALOGUE, Pitfall
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = "(reference)"
+INDEPENDENT = "(independent)"
+INDEPENDENT_IMPL = REPO / "tests" / "independent" / "alt_submission.py"
+CORRECT = {REFERENCE: "reference", INDEPENDENT: str(INDEPENDENT_IMPL)}  # rows that must be clean
 PROFILE = "mutation"
 SHORT = {"attention": "attn", "masks": "mask", "mha": "mha", "ffn": "ffn", "encoder": "enc",
          "decoder": "dec", "position": "pos", "minigpt": "gpt", "generate": "gen",
@@ -64,7 +70,7 @@ class Row:
         if self.error:
             return "ERROR"
         if self.component is None:
-            return "clean" if not self.failed else "REFERENCE FAILS"
+            return "clean" if not self.failed else "CORRECT CODE FAILS"
         if not self.failed:
             return "SURVIVED"
         return "killed" if self.killed_in_own else "KILLED ONLY ELSEWHERE"
@@ -89,14 +95,15 @@ def suite_env() -> dict[str, str]:
     return env
 
 
-def run_one(pitfall: Pitfall | None, workdir: Path, timeout: float = 600.0) -> Row:
-    """Grade one patched copy (or the reference itself when ``pitfall`` is None)."""
-    name = pitfall.name if pitfall else REFERENCE
-    row = Row(name, pitfall.component if pitfall else None)
+def run_one(pitfall: Pitfall | str, workdir: Path, timeout: float = 600.0) -> Row:
+    """Grade one patched copy, or a correct implementation (``REFERENCE``, ``INDEPENDENT``)."""
+    correct = isinstance(pitfall, str)
+    name = pitfall if correct else pitfall.name
+    row = Row(name, None if correct else pitfall.component)
     start = time.monotonic()
     try:
-        if pitfall is None:
-            impl = "reference"
+        if correct:
+            impl = CORRECT[name]
         else:
             impl = str(write_patched_reference(workdir / name, pitfall.patches, f"mutant_{name}"))
         out = workdir / f"{name}.json"
@@ -124,9 +131,9 @@ def run_one(pitfall: Pitfall | None, workdir: Path, timeout: float = 600.0) -> R
 
 
 def run_all(pitfalls: list[Pitfall], jobs: int = 2, progress=None) -> list[Row]:
-    """The reference first in the queue, then each pitfall; ``jobs`` pytest processes at a time."""
+    """The correct implementations first in the queue, then each pitfall; ``jobs`` pytest processes at a time."""
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp, ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(run_one, p, Path(tmp)) for p in [None, *pitfalls]]
+        futures = [pool.submit(run_one, p, Path(tmp)) for p in [*CORRECT, *pitfalls]]
         rows = []
         for f in futures:
             rows.append(f.result())
@@ -186,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         pitfalls = list(CATALOGUE)
 
-    print(f"grading the reference and {len(pitfalls)} pitfalls, {args.jobs} at a time "
+    print(f"grading the reference, the independent implementation and {len(pitfalls)} pitfalls, {args.jobs} at a time "
           f"(hypothesis profile {PROFILE!r})", flush=True)
     start = time.monotonic()
     rows = run_all(pitfalls, jobs=max(1, args.jobs), progress=_print_row)
@@ -208,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     killed = sum(1 for r in rows if r.component is not None and r.verdict == "killed")
     print()
     print(f"{killed} / {len(pitfalls)} pitfalls killed inside their own component; "
-          f"reference: {rows[0].verdict}; {elapsed:.0f} s wall time ({args.jobs} jobs)")
+          f"reference: {rows[0].verdict}; independent implementation: {rows[1].verdict}; "
+          f"{elapsed:.0f} s wall time ({args.jobs} jobs)")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "seconds": round(elapsed, 1), "jobs": args.jobs,
