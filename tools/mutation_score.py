@@ -3,6 +3,7 @@
     python -m tools.mutation_score --run            # git archive HEAD -> scratch copy, mutmut run, score
     python -m tools.mutation_score --dir /tmp/mm    # score a run already done in /tmp/mm
     python -m tools.mutation_score --dir /tmp/mm --json score.json
+    python -m tools.mutation_score --dir /tmp/mm --diffs docs/mutation/survivors.txt
 
 The score counts only mutants that some behaviour of the contract can tell apart:
 
@@ -141,6 +142,17 @@ def mutmut_results(folder: Path) -> dict[str, str]:
     return parse_results(out.stdout)
 
 
+def survivor_diffs(folder: Path, names: list[str]) -> str:
+    """``mutmut show`` of each mutant in ``names`` (the diff against the reference), concatenated."""
+    parts = []
+    for name in names:
+        out = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=folder,
+                             capture_output=True, text=True)
+        diff = [ln for ln in out.stdout.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+        parts.append(f"== {name}\n" + "\n".join(diff or [out.stdout.strip() or out.stderr.strip()]))
+    return "\n".join(parts) + "\n"
+
+
 def scratch_copy(dest: Path, repo: Path = REPO, rev: str = "HEAD") -> Path:
     """``git archive rev`` of the repository unpacked into ``dest`` (committed files only)."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -174,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min", type=float, default=95.0, dest="minimum",
                         help="the lowest acceptable score in percent (default 95)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the score as JSON")
+    parser.add_argument("--diffs", type=Path, metavar="PATH",
+                        help="also write the diff of every surviving mutant (mutmut show) to PATH")
     args = parser.parse_args(argv)
     try:
         if args.jobs < 1:
@@ -197,6 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     if seconds is not None:
         print(f"mutmut run: {seconds:.0f} s wall, {args.jobs} jobs")
     print(result.report())
+    if args.diffs:
+        survivors = sorted(result.unexplained + [n for n in equivalents if n not in result.stale])
+        args.diffs.write_text("# Surviving mutmut mutants of reference/ and their diffs (`python -m tools.mutation_score "
+                              "--diffs`);\n# each is either listed in equivalent.txt with its reason, or still to "
+                              "classify.\n" + survivor_diffs(folder, survivors))
     if args.json:
         args.json.write_text(json.dumps({**asdict(result), "percent": result.percent, "ok": result.ok,
                                          "seconds": seconds, "folder": str(folder)}, indent=2))
