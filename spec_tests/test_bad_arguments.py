@@ -10,7 +10,7 @@ self``, ``masked_fill_ only supports boolean masks``).
 import pytest
 import torch
 
-from transformer_spec.testing import assert_raises_naming
+from transformer_spec.testing import assert_raises_naming, small_seq2seq
 
 pytestmark = pytest.mark.component("errors")
 
@@ -23,11 +23,6 @@ def x(*shape):
 
 def minigpt(impl):
     return impl.MiniGPT(VOCAB, d_model=D, num_heads=H, num_layers=1, d_ff=FF, max_len=8, dropout=0.0)
-
-
-def seq2seq(impl):
-    return impl.Seq2SeqTransformer(VOCAB, VOCAB, d_model=D, num_heads=H, num_encoder_layers=1,
-                                   num_decoder_layers=1, d_ff=FF, max_len=8, dropout=0.0)
 
 
 def sdpa(impl, **kwargs):
@@ -90,7 +85,7 @@ CASES = [
     ("MiniGPT_tokens_negative", lambda impl: minigpt(impl)(torch.tensor([[-1, 2]])), ("tokens", "vocab")),
     ("MiniGPT_tokens_one_dimensional", lambda impl: minigpt(impl)(torch.tensor([1, 2])), ("tokens",)),
     ("MiniGPT_tokens_empty", lambda impl: minigpt(impl)(torch.zeros(1, 0, dtype=torch.long)), ("tokens",)),
-    ("Seq2SeqTransformer_batch_mismatch", lambda impl: seq2seq(impl)(torch.tensor([[1, 2]]), torch.tensor([[1], [2]])), ("src", "tgt", "batch")),
+    ("Seq2SeqTransformer_batch_mismatch", lambda impl: small_seq2seq(impl, VOCAB, VOCAB)(torch.tensor([[1, 2]]), torch.tensor([[1], [2]])), ("src", "tgt", "batch")),
     # generate
     ("generate_empty_seed", lambda impl: minigpt(impl).generate([], max_new_tokens=2), ("seed_tokens",)),
     ("generate_seed_out_of_vocabulary", lambda impl: minigpt(impl).generate([1, VOCAB], max_new_tokens=2), ("seed_tokens", "vocab")),

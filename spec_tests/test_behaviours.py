@@ -20,6 +20,7 @@ from transformer_spec.testing import (
     mha_shapes,
     minigpt_parameters,
     set_parameters,
+    small_seq2seq,
 )
 from transformer_spec.testing import seeded_parameters as seeded
 
@@ -192,26 +193,23 @@ def test_eval_mode_output_does_not_depend_on_dropout(impl, kind):
                      what=f"{kind} in eval() with dropout=0.5 vs dropout=0.0", seed="contract: eval() is deterministic")
 
 
-def _seq2seq(impl, dropout):
-    return impl.Seq2SeqTransformer(VOCAB, VOCAB, d_model=D, num_heads=H, num_encoder_layers=1,
-                                   num_decoder_layers=1, d_ff=FF, max_len=8, dropout=dropout).double()
-
-
 @pytest.mark.parametrize("kind", DROPOUT_CASES + [pytest.param("seq2seq", marks=pytest.mark.component("seq2seq"),
                                                                id="seq2seq")])
 def test_dropout_zero_gives_the_eval_output_in_train_mode(impl, kind):
     """``dropout=0.0`` must reach every dropout inside (sublayers built with their own default 0.1 would not)."""
     if kind == "seq2seq":
-        module, run = _seq2seq(impl, 0.0), lambda m, x: m(torch.tensor([[1, 5, 2, 7]]), torch.tensor([[3, 1, 4]]))
-        x = None
+        module = small_seq2seq(impl, VOCAB, VOCAB).double()
+        inputs = (torch.tensor([[1, 5, 2, 7]]), torch.tensor([[3, 1, 4]]))  # (src, tgt)
+        run = lambda m: m(*inputs)  # noqa: E731
     else:
-        build, shapes, run = _module_cases()[kind]
+        build, shapes, run_on = _module_cases()[kind]
         module = set_parameters(build(impl, 0.0).double(), seeded(shapes, 25))
         x = randn(2, 6, D, seed=26)
+        run = lambda m: run_on(m, x)  # noqa: E731
     with torch.no_grad():
-        eval_out = run(module.eval(), x)
+        eval_out = run(module.eval())
         torch.manual_seed(0)
-        train_out = run(module.train(), x)
+        train_out = run(module.train())
     assert_close(train_out, eval_out, what=f"{kind} built with dropout=0.0: output in train() vs eval() "
                                             f"(any difference means some dropout inside did not get p=0)")
 

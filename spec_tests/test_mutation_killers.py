@@ -26,6 +26,7 @@ from transformer_spec.testing import (
     ffn_shapes,
     seeded_parameters,
     set_parameters,
+    small_seq2seq,
 )
 
 D, H, FF = 8, 2, 16
@@ -81,7 +82,7 @@ def _raises_naming_word(fn, name, what):
     with pytest.raises((ValueError, TypeError)) as info:
         fn()
     message = str(info.value)
-    assert re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message), (
+    assert _names_as_word(message, name), (
         f"{what}: the message {message!r} should name the argument `{name}` (as a word)")
 
 
@@ -125,11 +126,6 @@ def test_learned_position_embedding_adds_the_row_of_each_position(impl):
                                               "x + embedding.weight[:L]")
 
 
-def _seq2seq(impl):
-    return impl.Seq2SeqTransformer(11, 13, d_model=D, num_heads=H, num_encoder_layers=1, num_decoder_layers=1,
-                                   d_ff=FF, max_len=8, dropout=0.0)
-
-
 @pytest.mark.component("errors")
 @pytest.mark.parametrize(("case", "names"), [
     ("src_float", ("src",)), ("tgt_float", ("tgt",)), ("src_out_of_vocabulary", ("src",)),
@@ -141,7 +137,7 @@ def test_seq2seq_bad_tokens_name_src_or_tgt(impl, case, names):
     which, kind = case.split("_", 1)
     src = bad[kind](good_src) if which == "src" else good_src
     tgt = bad[kind](good_tgt) if which == "tgt" else good_tgt
-    model = _seq2seq(impl)
+    model = small_seq2seq(impl, 11, 13)
     _raises_naming_word(lambda: model(src, tgt), names[0], f"Seq2SeqTransformer with {which} {kind.replace('_', ' ')}")
 
 

@@ -32,13 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformer_spec.contract import COMPONENTS
-from transformer_spec.patching import write_patched_reference
+from transformer_spec.patching import INDEPENDENT_IMPL, write_patched_reference
 from transformer_spec.pitfalls import BY_NAME, CATALOGUE, Pitfall
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = "(reference)"
 INDEPENDENT = "(independent)"
-INDEPENDENT_IMPL = REPO / "tests" / "independent" / "alt_submission.py"
 CORRECT = {REFERENCE: "reference", INDEPENDENT: str(INDEPENDENT_IMPL)}  # rows that must be clean
 PROFILE = "mutation"
 SHORT = {"attention": "attn", "masks": "mask", "mha": "mha", "ffn": "ffn", "encoder": "enc",

@@ -204,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
             with open(folder / "mutmut.log", "w") as log:
                 seconds = run_mutmut(folder, args.jobs, log)
-        result = score(mutmut_results(folder), equivalents, args.minimum)
+        statuses = mutmut_results(folder)
+        result = score(statuses, equivalents, args.minimum)
     except ScoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutmut run: {seconds:.0f} s wall, {args.jobs} jobs")
     print(result.report())
     if args.diffs:
-        survivors = sorted(result.unexplained + [n for n in equivalents if n not in result.stale])
+        survivors = sorted(n for n, s in statuses.items() if s == "survived")
         args.diffs.write_text("# Surviving mutmut mutants of reference/ and their diffs (`python -m tools.mutation_score "
                               "--diffs`);\n# each is either listed in equivalent.txt with its reason, or still to "
                               "classify.\n" + survivor_diffs(folder, survivors))

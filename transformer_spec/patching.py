@@ -15,6 +15,9 @@ from pathlib import Path
 from . import loader
 
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference"
+# A second correct implementation, written from the contract alone in another style: every test
+# must pass it and no diagnosis may name a mistake in it (tools.mutants, diagnose.accuracy).
+INDEPENDENT_IMPL = REFERENCE_DIR.parent / "tests" / "independent" / "alt_submission.py"
 Patch = tuple[str, str, str]
 _counter = itertools.count()
 

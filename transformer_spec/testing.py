@@ -104,6 +104,15 @@ def minigpt_parameters(vocab_size: int, d_model: int, num_layers: int, d_ff: int
     return params
 
 
+def small_seq2seq(impl, src_vocab_size: int = 11, tgt_vocab_size: int = 11, dropout: float = 0.0) -> nn.Module:
+    """A tiny ``Seq2SeqTransformer`` (d_model 8, 2 heads, one block each side, d_ff 16, max_len 8).
+
+    Its weights stay the submission's own: the contract leaves its embedding and output names free.
+    """
+    return impl.Seq2SeqTransformer(src_vocab_size, tgt_vocab_size, d_model=8, num_heads=2, num_encoder_layers=1,
+                                   num_decoder_layers=1, d_ff=16, max_len=8, dropout=dropout)
+
+
 # --------------------------------------------------------------------------- copying in
 def parameter_table(module: nn.Module) -> dict[str, torch.Tensor]:
     """All parameters by ``state_dict`` name, tied ones under each of their names."""

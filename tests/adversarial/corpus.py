@@ -97,8 +97,19 @@ def build(dest: Path) -> dict[str, Expect]:
     return ex
 
 
-if __name__ == "__main__":  # python -m tests.adversarial.corpus DEST
-    import sys
+def main(argv: list[str] | None = None) -> int:
+    import argparse
 
-    built = build(Path(sys.argv[1]))
-    print(f"wrote {len(built)} submissions to {sys.argv[1]}")
+    parser = argparse.ArgumentParser(prog="python -m tests.adversarial.corpus",
+                                     description="Write the adversarial class corpus (mixed submissions) to DEST.")
+    parser.add_argument("dest", type=Path, help="folder to write the submissions into (created if missing)")
+    args = parser.parse_args(argv)
+    if args.dest.exists() and not args.dest.is_dir():
+        parser.error(f"DEST {args.dest} is a file; give a folder")
+    built = build(args.dest)
+    print(f"wrote {len(built)} submissions to {args.dest}")
+    return 0
+
+
+if __name__ == "__main__":  # python -m tests.adversarial.corpus DEST
+    raise SystemExit(main())
