@@ -1,4 +1,4 @@
-"""The reference implementation of the transformer-spec contract (``../shared/contract.md``).
+"""The reference implementation of the transformer-spec contract (``docs/contract.md``).
 
 One module per concept; this package exports exactly the contract's names.
 """

@@ -1,4 +1,4 @@
-"""An independent implementation of the submission contract (shared/contract.md, v1).
+"""An independent implementation of the submission contract (``docs/contract.md``, v1).
 
 Written from the contract and the seed tutorials only, in a style that deliberately differs
 from ``reference/``: einsum for every product, masks applied with ``torch.where``, heads split
