@@ -1,7 +1,8 @@
-"""The kill matrix: run the whole suite on every mistake of the pitfall catalogue.
+"""The kill matrix: run the whole suite on every mistake of the pitfall catalogue and on every allowed variation.
 
-    python -m tools.mutants                     # every pitfall, 2 in parallel; exit 1 on a gap
+    python -m tools.mutants                     # every row, 2 in parallel; exit 1 on a gap
     python -m tools.mutants --only no_scaling tanh_gelu --show-tests
+    python -m tools.mutants --only handwritten_softmax generate_under_no_grad   # variations too
     python -m tools.mutants --json kill_matrix.json
     python -m tools.mutants --diagnose-accuracy # how often diagnose.py names each pitfall
 
@@ -10,9 +11,12 @@ and graded by one ``pytest spec_tests properties --grade-json`` run (hypothesis 
 ``mutation``: few derandomised examples, no shrinking; one torch thread). The failing tests,
 grouped by their component, make one row of the matrix. The unpatched reference runs too, and
 so does an independently written correct implementation (``tests/independent/alt_submission.py``,
-written from the contract alone in another style): a test that fails it over-specifies.
+written from the contract alone in another style): a test that fails it over-specifies. So
+does every allowed variation of :mod:`transformer_spec.variations` (the reference rewritten in
+a way the contract leaves free: another dropout placement inside attention, a tied head through
+``F.linear``, a hand-written LayerNorm, no KV cache, ...): each is a row that must be clean.
 
-Exit status 1 if the reference or the independent implementation fails any test, if a pitfall
+Exit status 1 if the reference, the independent implementation or a variation fails any test, if a pitfall
 survives (no test fails), or if a pitfall is killed only outside its own component (the grade
 would blame the wrong part).
 No early stop: every run goes to the end, so the matrix shows every component that notices.
@@ -34,6 +38,9 @@ from pathlib import Path
 from transformer_spec.contract import COMPONENTS
 from transformer_spec.patching import INDEPENDENT_IMPL, write_patched_reference
 from transformer_spec.pitfalls import BY_NAME, CATALOGUE, Pitfall
+from transformer_spec.variations import BY_NAME as VARIATIONS_BY_NAME
+from transformer_spec.variations import CATALOGUE as VARIATIONS
+from transformer_spec.variations import Variation
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = "(reference)"
@@ -47,10 +54,16 @@ SHORT = {"attention": "attn", "masks": "mask", "mha": "mha", "ffn": "ffn", "enco
 
 @dataclass
 class Row:
-    """One graded run: which tests failed, by component."""
+    """One graded run: which tests failed, by component.
+
+    ``component`` is the pitfall's or variation's component (``None`` for the correct
+    implementations); ``must_pass`` marks rows of correct code (the correct implementations and
+    the allowed variations), which must fail no test.
+    """
 
     name: str
     component: str | None
+    must_pass: bool = False
     failed: dict[str, list[str]] = field(default_factory=dict)
     total: int = 0
     seconds: float = 0.0
@@ -68,7 +81,7 @@ class Row:
     def verdict(self) -> str:
         if self.error:
             return "ERROR"
-        if self.component is None:
+        if self.component is None or self.must_pass:
             return "clean" if not self.failed else "CORRECT CODE FAILS"
         if not self.failed:
             return "SURVIVED"
@@ -94,11 +107,12 @@ def suite_env() -> dict[str, str]:
     return env
 
 
-def run_one(pitfall: Pitfall | str, workdir: Path, timeout: float = 600.0) -> Row:
-    """Grade one patched copy, or a correct implementation (``REFERENCE``, ``INDEPENDENT``)."""
+def run_one(pitfall: Pitfall | Variation | str, workdir: Path, timeout: float = 600.0) -> Row:
+    """Grade one patched copy (a pitfall or an allowed variation), or a correct implementation
+    (``REFERENCE``, ``INDEPENDENT``)."""
     correct = isinstance(pitfall, str)
     name = pitfall if correct else pitfall.name
-    row = Row(name, None if correct else pitfall.component)
+    row = Row(name, None if correct else pitfall.component, must_pass=correct or isinstance(pitfall, Variation))
     start = time.monotonic()
     try:
         if correct:
@@ -130,7 +144,8 @@ def run_one(pitfall: Pitfall | str, workdir: Path, timeout: float = 600.0) -> Ro
 
 
 def run_all(pitfalls: list[Pitfall], jobs: int = 2, progress=None) -> list[Row]:
-    """The correct implementations first in the queue, then each pitfall; ``jobs`` pytest processes at a time."""
+    """The correct implementations first in the queue, then each pitfall or variation of ``pitfalls`` (in
+    that order); ``jobs`` pytest processes at a time."""
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp, ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(run_one, p, Path(tmp)) for p in [*CORRECT, *pitfalls]]
         rows = []
@@ -142,19 +157,21 @@ def run_all(pitfalls: list[Pitfall], jobs: int = 2, progress=None) -> list[Row]:
 
 
 def format_matrix(rows: list[Row]) -> list[str]:
-    """Rows: pitfalls; columns: components; a cell is the number of failing tests ([n] = own)."""
+    """Rows: correct code, variations, pitfalls; columns: components; a cell is the number of failing
+    tests ([n] = the pitfall's own component; a variation's own component is not bracketed, as every
+    cell of its row must be ".")."""
     width = max(len(r.name) for r in rows)
-    head = f"{'pitfall':<{width}}  {'own':<5}" + "".join(f"{SHORT[c]:>6}" for c in COMPONENTS) + "  verdict"
+    head = f"{'row':<{width}}  {'own':<5}" + "".join(f"{SHORT[c]:>6}" for c in COMPONENTS) + "  verdict"
     lines = [head, "-" * len(head)]
     for r in rows:
         cells = ""
         for c in COMPONENTS:
             n = len(r.failed.get(c, []))
             cell = "." if n == 0 else str(n)
-            if c == r.component:
+            if c == r.component and not r.must_pass:
                 cell = f"[{cell}]"
             cells += f"{cell:>6}"
-        own = SHORT.get(r.component, "-") if r.component else "-"
+        own = (SHORT.get(r.component, "-") if r.component else "-") + ("~" if r.must_pass and r.component else "")
         lines.append(f"{r.name:<{width}}  {own:<5}{cells}  {r.verdict}")
     return lines
 
@@ -167,35 +184,40 @@ def _print_row(row: Row) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.mutants", description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", "-j", type=int, default=2, help="pytest processes in parallel (default 2)")
-    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these pitfalls")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these pitfalls or variations")
     parser.add_argument("--show-tests", action="store_true",
                         help="list every failing test of each pitfall (default: up to 3 of its own component)")
     parser.add_argument("--json", metavar="PATH", help="also write the matrix as JSON")
-    parser.add_argument("--list", action="store_true", help="list the catalogue and exit")
+    parser.add_argument("--list", action="store_true", help="list the pitfalls and the variations, and exit")
     parser.add_argument("--diagnose-accuracy", action="store_true",
                         help="measure how often transformer_spec.diagnose names each pitfall, and exit")
     args = parser.parse_args(argv)
 
     if args.list:
         for p in CATALOGUE:
-            print(f"{p.component:<10} {p.name:<40} {p.explanation}")
+            print(f"pitfall    {p.component:<10} {p.name:<40} {p.explanation}")
+        for v in VARIATIONS:
+            print(f"variation  {v.component:<10} {v.name:<40} {v.explanation}")
         return 0
     if args.diagnose_accuracy:
         from transformer_spec import diagnose
 
         return diagnose.main([])
     if args.only:
-        unknown = [n for n in args.only if n not in BY_NAME]
+        unknown = [n for n in args.only if n not in BY_NAME and n not in VARIATIONS_BY_NAME]
         if unknown:
-            parser.error(f"unknown pitfall(s): {', '.join(unknown)}; see --list")
-        pitfalls = [BY_NAME[n] for n in args.only]
+            parser.error(f"unknown pitfall(s) or variation(s): {', '.join(unknown)}; see --list")
+        chosen = [VARIATIONS_BY_NAME.get(n) or BY_NAME[n] for n in args.only]
+        rows_to_run = [c for c in chosen if isinstance(c, Variation)] + [c for c in chosen if not isinstance(c, Variation)]
     else:
-        pitfalls = list(CATALOGUE)
+        rows_to_run = [*VARIATIONS, *CATALOGUE]
+    n_variations = sum(isinstance(r, Variation) for r in rows_to_run)
+    n_pitfalls = len(rows_to_run) - n_variations
 
-    print(f"grading the reference, the independent implementation and {len(pitfalls)} pitfalls, {args.jobs} at a time "
-          f"(hypothesis profile {PROFILE!r})", flush=True)
+    print(f"grading the reference, the independent implementation, {n_variations} allowed variations and "
+          f"{n_pitfalls} pitfalls, {args.jobs} at a time (hypothesis profile {PROFILE!r})", flush=True)
     start = time.monotonic()
-    rows = run_all(pitfalls, jobs=max(1, args.jobs), progress=_print_row)
+    rows = run_all(rows_to_run, jobs=max(1, args.jobs), progress=_print_row)
     elapsed = time.monotonic() - start
 
     print()
@@ -203,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     print()
     for r in rows:
-        if r.component is None:
+        if r.must_pass:
+            if r.failed:  # correct code that loses points: every failing test, whatever --show-tests says
+                print(f"{r.name} (must be clean): " + "; ".join(t for c in COMPONENTS for t in r.failed.get(c, [])))
             continue
         tests = [t for c in COMPONENTS for t in r.failed.get(c, [])] if args.show_tests else \
             r.failed.get(r.component, [])[:3]
@@ -211,15 +235,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{r.name}: " + "; ".join(tests) + (" ..." if not args.show_tests and
                                                      len(r.failed.get(r.component, [])) > 3 else ""))
     bad = [r for r in rows if not r.ok]
-    killed = sum(1 for r in rows if r.component is not None and r.verdict == "killed")
+    killed = sum(1 for r in rows if not r.must_pass and r.verdict == "killed")
+    clean = sum(1 for r in rows if r.must_pass and r.component is not None and r.verdict == "clean")
     print()
-    print(f"{killed} / {len(pitfalls)} pitfalls killed inside their own component; "
+    print(f"{killed} / {n_pitfalls} pitfalls killed inside their own component; "
+          f"{clean} / {n_variations} allowed variations clean; "
           f"reference: {rows[0].verdict}; independent implementation: {rows[1].verdict}; "
           f"{elapsed:.0f} s wall time ({args.jobs} jobs)")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "seconds": round(elapsed, 1), "jobs": args.jobs,
-            "rows": [{"name": r.name, "component": r.component, "verdict": r.verdict, "error": r.error,
+            "rows": [{"name": r.name, "component": r.component, "must_pass": r.must_pass,
+                      "verdict": r.verdict, "error": r.error,
                       "seconds": round(r.seconds, 1), "total": r.total, "failed": r.failed} for r in rows],
         }, indent=2) + "\n")
     for r in bad:
