@@ -1,7 +1,7 @@
 """Laws of MiniGPT, its generate, and Seq2SeqTransformer (components ``minigpt``, ``generate``,
 ``seq2seq``).
 
-Weight tying (one tensor, gradient from both uses), batch independence, generate (top_k=1 is
+Weight tying (one tensor, logits h W^T, gradient from both uses), batch independence, generate (top_k=1 is
 greedy, tokens stay in the vocabulary, sequences longer than max_len use the last max_len
 tokens, a generator makes sampling reproducible, the train/eval mode is restored), source
 padding does not change Seq2Seq logits. Models are tiny (d_model <= 4, <= 2 layers) with
@@ -9,6 +9,8 @@ every parameter seeded (``strategies.build``).
 """
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
@@ -31,44 +33,50 @@ vocabs = st.integers(2, 9)
 
 @pytest.mark.component("minigpt")
 @budget(0.5)
-@given(config=configs(min_dk=2, max_dk=3, dtype=torch.float64), vocab=vocabs, data=st.data())
+@given(config=configs(min_dk=2, max_dk=3, dtype=torch.float64), vocab=st.integers(3, 9), data=st.data())
 def test_minigpt_weight_tying_shares_one_tensor_and_gets_gradient_from_both_uses(impl, config, vocab, data):
-    """lm_head.weight is token_embed.weight, and its gradient is the sum of the embedding's
-    (rows of the input tokens) and the output projection's (every row), computed here from
-    hooks on the two contract submodules: for loss = sum(logits * R),
-    grad = R^T hidden + sum over positions of d loss / d embedding output."""
-    tokens = data.draw(token_batches(vocab), label="tokens")
+    """lm_head.weight is token_embed.weight, the logits are ``h W^T`` and the gradient of W has both parts.
+
+    Seen from behaviour alone, so a tied head may be the ``lm_head`` module or
+    ``F.linear(h, token_embed.weight)`` (the contract leaves it free). Token ``u = vocab - 1`` never
+    occurs in the input, so row ``W[u]`` reaches only logit ``u``, linearly: setting it to each unit
+    vector reads off the final hidden states ``h``. Then every logit must be ``h . W[v]`` (no bias,
+    no other matrix), the gradient of each row absent from the input must be the head's part
+    ``sum R[..., v] h``, and rows of input tokens must get more (the embedding's part too)."""
+    tokens = data.draw(token_batches(vocab - 1), label="tokens")  # ids 0 .. vocab - 2
     model = _minigpt(impl, config, vocab)
     W = model.token_embed.weight
     assert model.lm_head.weight is W or (
         model.lm_head.weight.data_ptr() == W.data_ptr() and model.lm_head.weight.shape == W.shape
     ), "MiniGPT: lm_head.weight must be the same tensor as token_embed.weight (weight tying)"
-    seen = {}
-
-    def grab_embedding(_module, _inputs, output):
-        output.retain_grad()
-        seen["embedding"] = output
-
-    def grab_hidden(_module, inputs, _output):
-        seen["hidden"] = inputs[0]
-
-    hooks = [model.token_embed.register_forward_hook(grab_embedding),
-             model.lm_head.register_forward_hook(grab_hidden)]
-    try:
-        logits, _ = model(tokens)
-    finally:
-        for h in hooks:
-            h.remove()
-    assert set(seen) == {"embedding", "hidden"}, "MiniGPT.forward must call its token_embed and lm_head submodules"
+    u, d_model = vocab - 1, W.shape[1]
+    with torch.no_grad():
+        saved = W[u].clone()
+        W[u] = 0.0
+        base = model(tokens)[0][..., u]
+        probes = []
+        for j in range(d_model):
+            W[u] = torch.eye(d_model, dtype=W.dtype)[j]
+            probes.append(model(tokens)[0][..., u] - base)
+        W[u] = saved
+    hidden = torch.stack(probes, dim=-1)  # (B, L, D): the final hidden states the head scores
+    logits, _ = model(tokens)
+    assert_close(logits, hidden @ W.detach().T, **law_tolerance(config.dtype),
+                 what="MiniGPT logits vs h @ token_embed.weight^T, h read off through the unused token "
+                      f"{u}'s row (a tied, bias-free head: logits = lm_head(h) with lm_head.weight = W)")
     R = torch.randn(logits.shape, generator=torch.Generator().manual_seed(config.seed), dtype=logits.dtype)
     model.zero_grad()
     (logits * R).sum().backward()
-    head_part = torch.einsum("blv,bld->vd", R, seen["hidden"].detach())
-    embed_part = torch.zeros_like(W).index_add_(0, tokens.reshape(-1), seen["embedding"].grad.reshape(-1, W.shape[1]))
     assert W.grad is not None, "token_embed.weight got no gradient"
-    assert_close(W.grad, head_part + embed_part, **law_tolerance(config.dtype),
-                 what="gradient of the tied weight vs. (output projection's part) + (embedding's part)")
-    assert head_part.abs().max() > 0 and embed_part.abs().max() > 0, "both uses must contribute a gradient"
+    head_part = torch.einsum("blv,bld->vd", R, hidden)
+    used = torch.zeros(vocab, dtype=torch.bool)
+    used[tokens.reshape(-1)] = True
+    assert_close(W.grad[~used], head_part[~used], **law_tolerance(config.dtype),
+                 what="gradient of the tied weight's rows of tokens absent from the input vs the output "
+                      "projection's part sum R[..., v] h (the head must use token_embed.weight itself)")
+    assert (W.grad[used] - head_part[used]).abs().max() > 1e-9, (
+        "the rows of the input tokens got only the output projection's gradient: the embedding must use "
+        "the same tensor (token_embed.weight) too")
 
 
 @pytest.mark.component("minigpt")
@@ -110,13 +118,25 @@ def test_generate_top_k_1_equals_greedy(impl, case, temperature, seed):
 
 @pytest.mark.component("generate")
 @budget(0.5)
-@given(case=_generation(), temperature=st.sampled_from([0, 0.5, 1.0, 3.0]),
-       top_k=st.none() | st.integers(1, 12), seed=st.integers(0, 1000))
-def test_generate_returns_the_seed_then_new_tokens_inside_the_vocabulary(impl, case, temperature, top_k, seed):
+@given(case=_generation(), temperature=st.sampled_from([0, 0.5, 1.0, 3.0]), seed=st.integers(0, 1000),
+       data=st.data())
+def test_generate_returns_the_seed_then_new_tokens_inside_the_vocabulary(impl, case, temperature, seed, data):
+    """``top_k`` above the vocabulary size is a free choice: keep every token, or raise a
+    ``ValueError`` naming ``top_k``. Any ``top_k`` up to the vocabulary size (itself included) must work."""
     config, vocab, seed_tokens, new, max_len = case
+    top_k = data.draw(st.none() | st.just(vocab) | st.integers(1, vocab + 3), label="top_k")
     model = _minigpt(impl, config, vocab, max_len=max_len)
-    out = model.generate(list(seed_tokens), max_new_tokens=new, temperature=temperature, top_k=top_k,
-                         generator=torch.Generator().manual_seed(seed))
+    call = f"generate({seed_tokens}, max_new_tokens={new}, temperature={temperature}, top_k={top_k}) with vocab_size={vocab}"
+    try:
+        out = model.generate(list(seed_tokens), max_new_tokens=new, temperature=temperature, top_k=top_k,
+                             generator=torch.Generator().manual_seed(seed))
+    except ValueError as exc:
+        if top_k is None or top_k <= vocab:
+            raise AssertionError(f"{call} raised ValueError({str(exc)!r}): top_k <= vocab_size must work") from None
+        assert re.search(r"(?<![A-Za-z0-9_])top_k(?![A-Za-z0-9_])", str(exc)), (
+            f"{call} raised ValueError({str(exc)!r}): rejecting top_k > vocab_size is allowed, but the "
+            f"message must name `top_k`")
+        return
     assert isinstance(out, list) and all(isinstance(t, int) for t in out), (
         f"generate must return a list of ints, got {type(out).__name__}: {out!r:.200}"
     )

@@ -163,7 +163,11 @@ def _module_cases():
 DROPOUT_CASES = [pytest.param(name, marks=pytest.mark.component(name), id=name) for name in _module_cases()]
 
 
-@pytest.mark.parametrize("kind", DROPOUT_CASES)
+# Where MultiHeadAttention uses its own `dropout` (on the attention weights, or nowhere: seed 000's
+# MultiHeadSelfAttention takes it and never uses it) is a free choice of the contract; the blocks'
+# dropout on their sublayers' outputs is not. So "dropout acts in train()" is asked of the FFN and
+# the blocks, while MultiHeadAttention must only be dropout-free in eval() and with dropout=0.
+@pytest.mark.parametrize("kind", [c for c in DROPOUT_CASES if c.values[0] != "mha"])
 def test_dropout_changes_output_in_train_mode(impl, kind):
     build, shapes, run = _module_cases()[kind]
     module = set_parameters(build(impl, 0.5).double(), seeded(shapes, 21))

@@ -128,6 +128,15 @@ GPT_POSITIONS_FROM_END = ("minigpt.py", "x = self.pos_encoding(x)", "x = x + sel
 GPT_BATCH_MIXED = ("minigpt.py", "x = self.pos_encoding(x)", "x = self.pos_encoding(x) + x.mean(0, keepdim=True)")
 GPT_UNTIED = ("minigpt.py", "self.lm_head.weight = self.token_embed.weight",
               "self.lm_head.weight = nn.Parameter(self.token_embed.weight.detach().clone())")
+GPT_HEAD_DETACHED = ("minigpt.py", "logits = self.lm_head(self.final_norm(x))",
+                     "logits = F.linear(self.final_norm(x), self.token_embed.weight.detach())")
+GPT_HEAD_BIAS = ("minigpt.py", "logits = self.lm_head(self.final_norm(x))", "logits = self.lm_head(self.final_norm(x)) + 0.1")
+TOP_K_REJECTED_UNNAMED = ("minigpt.py", '            check_positive_int("top_k", top_k)\n',
+                          '            check_positive_int("top_k", top_k)\n            if top_k > self.vocab_size:\n'
+                          '                raise ValueError("k is too large")\n')
+TOP_K_VOCAB_REJECTED = ("minigpt.py", '            check_positive_int("top_k", top_k)\n',
+                        '            check_positive_int("top_k", top_k)\n            if top_k >= self.vocab_size:\n'
+                        '                raise ValueError(f"top_k={top_k} is too large")\n')
 TOP_K_SMALLEST = ("minigpt.py", "kth_best = torch.topk(next_logits, top_k).values[-1]",
                   "kth_best = torch.topk(next_logits, top_k, largest=False).values[-1]")
 ONE_TOKEN_SHORT = ("minigpt.py", "for _ in range(max_new_tokens):", "for _ in range(max_new_tokens - 1):")
@@ -220,6 +229,14 @@ CASES = [
     (pos_laws.test_causal_mask_makes_attention_causal, [CAUSAL_BLOCKS_PAST], {}, "future keys"),
     # models
     (model_laws.test_minigpt_weight_tying_shares_one_tensor_and_gets_gradient_from_both_uses, [GPT_UNTIED], {}, "same tensor"),
+    (model_laws.test_minigpt_weight_tying_shares_one_tensor_and_gets_gradient_from_both_uses, [GPT_HEAD_DETACHED], {},
+     "absent from the input"),
+    (model_laws.test_minigpt_weight_tying_shares_one_tensor_and_gets_gradient_from_both_uses, [GPT_HEAD_BIAS], {},
+     "bias-free"),
+    (model_laws.test_generate_returns_the_seed_then_new_tokens_inside_the_vocabulary, [TOP_K_REJECTED_UNNAMED], {},
+     "must name `top_k`"),
+    (model_laws.test_generate_returns_the_seed_then_new_tokens_inside_the_vocabulary, [TOP_K_VOCAB_REJECTED], {},
+     "must work"),
     (model_laws.test_minigpt_batch_items_are_independent, [GPT_BATCH_MIXED], {}, "computed alone"),
     (model_laws.test_generate_top_k_1_equals_greedy, [TOP_K_SMALLEST], {}, "greedy"),
     (model_laws.test_generate_returns_the_seed_then_new_tokens_inside_the_vocabulary, [ONE_TOKEN_SHORT], {}, "expected seed"),
