@@ -41,7 +41,8 @@ NAMES: tuple[Name, ...] = (
          "weights (B, H, Lq, Lk))"),
     Name("MultiHeadSelfAttention", "mha", "module",
          "MultiHeadSelfAttention(d_model=512, num_heads=8, dropout=0.1); forward(x, mask=None) -> "
-         "(output, weights (B, H, L, L)), same as MultiHeadAttention(x, x, x, mask)"),
+         "(output, weights (B, H, L, L)), same as MultiHeadAttention(x, x, x, mask); where (or whether) dropout "
+         "acts inside is free"),
     Name("FeedForward", "ffn", "module",
          "FeedForward(d_model=512, d_ff=2048, dropout=0.1) with linear1, linear2, dropout; "
          "forward(x) = linear2(dropout(gelu(linear1(x)))) with exact erf GELU"),
@@ -59,11 +60,13 @@ NAMES: tuple[Name, ...] = (
          "LearnedPositionEmbedding(d_model, max_len) with embedding; forward(x) = x + embedding(arange(L))"),
     Name("MiniGPT", "minigpt", "module",
          "MiniGPT(vocab_size, d_model=128, num_heads=4, num_layers=4, d_ff=512, max_len=128, dropout=0.1) "
-         "with token_embed, pos_encoding, blocks, final_norm, lm_head (tied to token_embed.weight); "
+         "with token_embed, pos_encoding, blocks, final_norm, lm_head (Linear(D, vocab, bias=False), tied to "
+         "token_embed.weight); "
          "forward(tokens, return_attn=False) -> (logits (B, L, vocab), attn_maps)"),
     Name("MiniGPT.generate", "generate", "method",
          "MiniGPT.generate(seed_tokens, max_new_tokens=50, temperature=0.8, top_k=None, generator=None) "
-         "-> list of ints: the seed followed by max_new_tokens new ids"),
+         "-> list of ints: the seed followed by max_new_tokens new ids; temperature=0 is greedy, top_k keeps "
+         "the k most likely (top_k > vocab_size: keep all or raise ValueError naming top_k)"),
     Name("Seq2SeqTransformer", "seq2seq", "module",
          "Seq2SeqTransformer(src_vocab_size, tgt_vocab_size, d_model=128, num_heads=4, "
          "num_encoder_layers=2, num_decoder_layers=2, d_ff=512, max_len=128, dropout=0.1, pad_id=0) "
