@@ -97,9 +97,12 @@ def test_grading_names_the_mistake_in_results_json(tmp_path):
     results = json.loads(out.read_text())
     failed = [t for t in results["tests"] if t["status"] == "failed" and "[masks]" in t["name"]]
     assert failed, proc.stdout[-2000:]
-    assert all("`padding_mask_inverted`" in t["output"] for t in failed)
-    assert "Diagnosis for 'masks'" in results["output"]
-    assert "Diagnosis for 'masks'" in proc.stdout
+    # The diagnosis is stated once (the summary and extra_data), not under every failing test.
+    assert "`padding_mask_inverted`" in results["extra_data"]["diagnoses"]["masks"]
+    assert results["output"].count("Diagnosis for 'masks'") == 1
+    assert all("`padding_mask_inverted`" not in t["output"] for t in failed)
+    assert all("The diagnosis for 'masks' is in the summary" in t["output"] for t in failed)
+    assert proc.stdout.count("Diagnosis for 'masks'") == 1
 
 
 def test_a_diagnosis_that_hangs_is_stopped():

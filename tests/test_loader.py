@@ -161,3 +161,22 @@ def test_a_path_loaded_again_sees_the_edited_code(tmp_path):
     assert loader.load(str(pkg)).module.VALUE == 1
     write(pkg / "attention.py", "VALUE = 22\n")  # a different size, so no stale bytecode is used
     assert loader.load(str(pkg)).module.VALUE == 22
+
+
+def test_a_module_without_any_contract_name_cannot_be_graded(tmp_path):
+    empty = write(tmp_path / "empty.py", "")
+    assert loader.load(str(empty)).error is None  # importable: tools may load any module
+    sub = loader.load(str(empty), require_contract=True)  # a graded run needs a contract name
+    assert "defines none of the contract's names" in sub.error and "\n" not in sub.error
+    assert "--impl" in sub.fix
+
+
+@pytest.mark.parametrize("source, fix", [
+    ("def f(:\n", "py_compile"),
+    ("import no_such_package_xyz\n", "remove the import of 'no_such_package_xyz'"),
+    ("import sys\nsys.exit(3)\n", 'if __name__ == "__main__":'),
+    ("raise RuntimeError('training...')\n", "to see the whole error"),
+])
+def test_an_import_failure_comes_with_a_fix(tmp_path, source, fix):
+    sub = loader.load(str(write(tmp_path / "mine.py", source)))
+    assert sub.error is not None and fix in sub.fix, sub.fix

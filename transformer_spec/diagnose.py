@@ -358,22 +358,30 @@ assert set(PROBES) == set(COMPONENTS)
 
 @contextlib.contextmanager
 def _time_limit(seconds: int):
-    usable = hasattr(signal, "SIGALRM") and threading.current_thread().name == "MainThread" \
-        and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+    """Stop the block with ``TimeoutError`` after ``seconds``. Inside an outer limit (an alarm
+    already running, e.g. :func:`annotate`'s) the shorter of the two applies, and the outer one
+    is re-armed with its remaining time afterwards."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    start = time.monotonic()
+    outer_left = signal.getitimer(signal.ITIMER_REAL)[0]
+    if outer_left and outer_left <= seconds:  # the outer limit comes first: it stays in charge
+        yield
+        return
 
     def stop(signum, frame):
         raise TimeoutError(f"the diagnosis probes took over {seconds} s")
 
-    if not usable:
-        yield
-        return
     old = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
-        signal.alarm(0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        if outer_left:
+            signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - start), 1e-3))
 
 
 def features(impl, components: Iterable[str] = COMPONENTS) -> dict[str, Features]:
@@ -545,9 +553,6 @@ def diagnose(impl, components: Iterable[str], table=None) -> dict[str, Diagnosis
 # --------------------------------------------------------------------------------------------
 # The grading hook (called by transformer_spec/grading.py at the end of a run)
 # --------------------------------------------------------------------------------------------
-_NOT_DIAGNOSED = ("not run", "forbidden API", "NotImplementedError", "timed out")
-
-
 #: The longest a diagnosis may take at the end of a graded run (it runs submission code again).
 DIAGNOSIS_SECONDS = 60.0
 
@@ -569,38 +574,32 @@ def _within(seconds: float, fn):
         signal.signal(signal.SIGALRM, previous)
 
 
-def annotate(config, state) -> list[str]:
-    """Append a diagnosis to the output of every failed test of each failing component.
+def annotate(config, state) -> dict[str, str]:
+    """The diagnosis of each failing component: ``{component: message}``, in contract order.
 
-    Returns the diagnosis lines for the run's notes. Skipped when the submission did not
-    import, when ``$TRANSFORMER_SPEC_NO_DIAGNOSE`` is set, or when a component's failures are
-    all "not submitted", stubs, forbidden APIs, timeouts or tests that did not run.
+    Skipped when the submission did not import, when ``$TRANSFORMER_SPEC_NO_DIAGNOSE`` is set,
+    or for a component whose failures are all missing names, stubs (or tests that use one),
+    forbidden APIs, timeouts or tests that did not run (their messages already say what to do).
+    The key ``"(all)"`` holds a note when the diagnosis could not run. The grading plugin shows
+    each diagnosis once (the run's notes, results.json's ``output`` and ``extra_data``).
     """
+    from .failures import DIAGNOSED
     from .plugin import _SUBMISSION
 
     if os.environ.get(NO_DIAGNOSE_ENV):
-        return []
+        return {}
     sub = config.stash.get(_SUBMISSION, None)
     if sub is None or sub.error is not None:
-        return []
-    failing: dict[str, list] = {}
-    for r in state.results.values():
-        if r.outcome == "failed" and not any(s in r.output for s in _NOT_DIAGNOSED) \
-                and "is not defined by the submission" not in r.output:
-            failing.setdefault(r.component, []).append(r)
+        return {}
+    failing = {r.component for r in state.results.values()
+               if r.outcome == "failed" and r.kind in DIAGNOSED and not r.uses & state.stubs}
     if not failing:
-        return []
+        return {}
     try:
         found = _within(DIAGNOSIS_SECONDS, lambda: diagnose(sub, [c for c in COMPONENTS if c in failing]))
     except BaseException as exc:  # noqa: BLE001 - submission code runs here: SystemExit, a hang... never break a grade
-        return [f"(the diagnosis could not run: {type(exc).__name__}: {exc})"]
-    notes = []
-    for comp, d in found.items():
-        text = d.message()
-        for r in failing[comp]:
-            r.output = f"{r.output.rstrip()}\n\n{text}"
-        notes.append(text)
-    return notes
+        return {"(all)": f"(the diagnosis could not run: {type(exc).__name__}: {exc})"}
+    return {comp: d.message() for comp, d in found.items()}
 
 
 # --------------------------------------------------------------------------------------------

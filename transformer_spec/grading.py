@@ -30,13 +30,11 @@ examples), used no forbidden API, and used no contract name that is still a stub
 from __future__ import annotations
 
 import ast
-import functools
 import inspect
 import json
 import math
 import os
 import random
-import re
 import sys
 import tempfile
 import textwrap
@@ -46,7 +44,7 @@ from pathlib import Path
 
 import pytest
 
-from . import forbidden, loader
+from . import failures, forbidden, loader
 from .contract import BY_NAME, COMPONENTS
 from .files import atomic_write
 
@@ -223,9 +221,27 @@ def assign_points(rubric: Rubric, graded: dict[str, str]) -> tuple[dict[str, flo
                 f"rubric {rubric.source}: the [tests] points of component {comp!r} sum to {fixed:g}, "
                 f"more than the component's {budget:g}"
             )
-        for n in ids:
-            points[n] = explicit[n] if n in explicit else (budget - fixed) / len(others)
+        raw = {n: explicit[n] if n in explicit else (budget - fixed) / len(others) for n in ids}
+        points.update(round_within(raw))
     return points, dropped
+
+
+POINT_DECIMALS = 4  # results.json's points: Gradescope adds them up as written
+
+
+def round_within(raw: dict[str, float], decimals: int = POINT_DECIMALS) -> dict[str, float]:
+    """``raw`` rounded to ``decimals`` so that the parts add up to their rounded sum exactly
+    (largest remainder: the parts rounded down, the missing units to the largest remainders)."""
+    unit = 10 ** decimals
+    total = round(sum(raw.values()) * unit)
+    scaled = {n: v * unit for n, v in raw.items()}
+    units = {n: math.floor(v + 1e-9) for n, v in scaled.items()}
+    missing = total - sum(units.values())
+    order = {n: i for i, n in enumerate(raw)}
+    by_remainder = sorted(raw, key=lambda n: (-(scaled[n] - units[n]), order[n]))
+    for n in by_remainder[:max(missing, 0)]:
+        units[n] += 1
+    return {n: units[n] / unit for n in raw}
 
 
 # --------------------------------------------------------------------------------------------
@@ -246,6 +262,7 @@ class Result:
     score: float = 0.0  # the fields below are set by score_results
     status: str = "failed"
     final: str = ""
+    kind: failures.Kind | None = None  # what kind of failure ``output`` describes (failed tests)
 
 
 @dataclass
@@ -264,7 +281,10 @@ class GradingState:
     stopped_for_time: bool = False
     collected: bool = False
     last_write: float = 0.0
-    diagnoses: list[str] = field(default_factory=list)  # named diagnoses (transformer_spec/diagnose.py)
+    diagnoses: dict[str, str] = field(default_factory=dict)  # component -> diagnosis (transformer_spec/diagnose.py)
+    examples: failures.Examples = field(default_factory=failures.Examples)  # the running property's failing calls
+    timeouts: dict[str, float] = field(default_factory=dict)  # node id -> pytest-timeout's limit
+    ungraded_passed: int = 0  # tests without points (no component, or dropped) that passed
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -422,6 +442,42 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         )
 
 
+def _submission(config: pytest.Config) -> loader.Submission | None:
+    from .plugin import _SUBMISSION
+
+    return config.stash.get(_SUBMISSION, None)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtestloop(session: pytest.Session):
+    """A submission that cannot be graded at all (not importable, or no contract name) fails
+    every graded test without running it: said once, at the top, with the fix."""
+    from .plugin import get_submission
+
+    state = _state(session.config)
+    needed = state is not None and not session.config.option.collectonly and session.items
+    sub = get_submission(session.config) if needed else None  # imported here, not by the first test
+    graded = [] if sub is None or sub.error is None \
+        else [i for i in session.items if i.nodeid in state.results or "impl" in getattr(i, "fixturenames", ())]
+    if graded:
+        skipped = {i.nodeid for i in graded}
+        for nodeid in skipped & set(state.results):
+            r = state.results[nodeid]
+            r.outcome, r.kind = "failed", failures.Kind.IMPORT
+            r.output = f"{sub.error}\nFix: {sub.fix}" if sub.fix else sub.error
+        session.items[:] = [i for i in session.items if i.nodeid not in skipped]
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_sep("=", "the submission cannot be graded: no test was run", red=True, bold=True)
+            tr.write_line(sub.error)
+            if sub.fix:
+                tr.write_line(f"Fix: {sub.fix}")
+            tr.write_line(f"None of the {len(graded)} tests that use the submission ran; every graded test scores 0.")
+    yield
+    if graded:
+        session.testsfailed += len(graded)  # exit code 1: a grade of 0 is a failure
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     state = _state(session.config)
     if state is None:
@@ -528,33 +584,39 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             pass
 
 
-class NoShrink(BaseException):
-    """A property example reached a stub (``NotImplementedError``), a missing name or a forbidden
-    API: stop at once. Raised in place of that exception (its ``__cause__``) so that hypothesis,
-    which does not catch BaseException, ends the test at the first example instead of shrinking
-    an input that every example fails on anyway."""
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     handle = getattr(getattr(item, "obj", None), "hypothesis", None)
     inner = getattr(handle, "inner_test", None)
-    if handle is None or inner is None or _state(item.config) is None:
+    state = _state(item.config)
+    if handle is None or inner is None or state is None:
         yield
         return
-
-    @functools.wraps(inner)
-    def inner_test(*args, **kwargs):
-        try:
-            return inner(*args, **kwargs)
-        except (NotImplementedError, loader.SubmissionError) as exc:
-            raise NoShrink(str(exc)) from exc
-
-    handle.inner_test = inner_test  # hypothesis's documented hook for wrapping the inner test
+    # hypothesis's documented hook for wrapping the inner test: records each failing call's
+    # arguments (the last one is the shrunk example) and stops at the first stub.
+    handle.inner_test = failures.wrap_inner_test(inner, getattr(item, "fixturenames", ()), state.examples)
     try:
         yield
     finally:
         handle.inner_test = inner
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings) -> None:
+    """pytest-timeout's limit for this test (it then sets the timer itself)."""
+    state = _state(item.config)
+    if state is not None:
+        state.timeouts[item.nodeid] = float(settings.timeout)
+
+
+def _timed_out(item: pytest.Item, call: pytest.CallInfo, state: GradingState) -> float | None:
+    """pytest-timeout's limit when it is what stopped ``call`` (it fails the test when it fires)."""
+    limit = state.timeouts.get(item.nodeid)
+    if limit is None or limit <= 0 or call.excinfo is None:
+        return None
+    if call.excinfo.errisinstance(pytest.fail.Exception) and call.duration >= 0.95 * limit:
+        return limit
+    return None
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem) -> None:
@@ -564,6 +626,15 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem) -> None:
     if time.monotonic() - state.start > state.time_limit:
         state.stopped_for_time = True
         item.session.shouldstop = f"the run's time limit of {state.time_limit:g} s was reached"
+
+
+def _paths(state: GradingState) -> list[str]:
+    return state.guard.paths() if state.guard is not None else []
+
+
+def _developer_view(config: pytest.Config) -> bool:
+    """``-vv`` or an explicit ``--tb`` keeps pytest's own tracebacks in the terminal."""
+    return config.getoption("verbose") >= 2 or config.getoption("tbstyle") not in ("auto", None)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -579,15 +650,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.outcome = "failed"
         report.longrepr = uses[0].message
     if call.excinfo is not None and not call.excinfo.errisinstance(pytest.skip.Exception):
-        exc = _leaf_exception(call.excinfo.value)
-        if isinstance(exc, NotImplementedError) and _submission_frame(exc, state) is not None:
-            report.longrepr = _describe_not_implemented(exc, state)
+        exc = failures.leaf_exception(call.excinfo.value)
+        if isinstance(exc, NotImplementedError) and failures.submission_frame(exc, _paths(state)) is not None:
+            report.longrepr = failures.describe_not_implemented(exc, _paths(state))
     if result is None:
+        if report.passed and call.when == "call":
+            state.ungraded_passed += 1
         return
     result.duration += report.duration
     if report.failed:
         if result.outcome != "failed":
-            result.output = _describe_failure(item, call, report, state, uses)
+            failure = failures.describe(item, call, report, _paths(state), uses[0].message if uses else None,
+                                        _timed_out(item, call, state), state.examples)
+            result.output, result.kind = failure.text, failure.kind
+            if not _developer_view(item.config):
+                # The terminal shows what results.json says: expected/got/where, then the command.
+                report.longrepr = failure.text
         result.outcome = "failed"
     elif report.skipped and result.outcome != "failed":
         result.outcome = "skipped"
@@ -596,73 +674,26 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     elif report.passed and call.when == "call" and result.outcome == "not run":
         result.outcome = "passed"
     if call.excinfo is not None:
-        exc = _leaf_exception(call.excinfo.value)
+        exc = failures.leaf_exception(call.excinfo.value)
         if isinstance(exc, NotImplementedError):
             result.stub_raised = True
             _mark_stubs(state, result, exc)
     if call.when == "teardown":
         state.current = None
+        state.examples.clear()
         if state.grade_json is not None and time.monotonic() - state.last_write > 5.0:
             _write_json(item.config, state, final=False)
-
-
-# --------------------------------------------------------------------------------------------
-# Failure messages
-# --------------------------------------------------------------------------------------------
-def _leaf_exception(exc: BaseException) -> BaseException:
-    if isinstance(exc, NoShrink) and exc.__cause__ is not None:
-        return exc.__cause__
-    while isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # an exception group
-        exc = _leaf_exception(exc.exceptions[0])
-    return exc
-
-
-def _submission_frame(exc: BaseException, state: GradingState):
-    """The innermost traceback entry in the submission's own files, or None."""
-    paths = state.guard.paths() if state.guard is not None else []
-    found = None
-    tb = exc.__traceback__
-    while tb is not None:
-        filename = tb.tb_frame.f_code.co_filename
-        if any(filename == p or filename.startswith(p + os.sep) for p in paths):
-            found = tb
-        tb = tb.tb_next
-    return found
-
-
-def _rel(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
-
-
-def _where(tb) -> str:
-    code = tb.tb_frame.f_code
-    name = getattr(code, "co_qualname", code.co_name)
-    return f"{_rel(code.co_filename)}:{tb.tb_lineno} in {name}"
-
-
-def _contract_name_of(qualname: str) -> str | None:
-    """The contract name a function belongs to: ``MiniGPT.generate``, ``MultiHeadAttention``..."""
-    parts = qualname.split(".")
-    for i in range(len(parts), 0, -1):
-        candidate = ".".join(parts[:i])
-        if candidate in BY_NAME:
-            return candidate
-    return None
 
 
 def _mark_stubs(state: GradingState, result: Result, exc: BaseException) -> None:
     """A contract name whose code raised NotImplementedError is a stub, and so is every name the
     test used through it (``MiniGPT`` when its ``SinusoidalPositionEncoding`` is a stub), but not
     the class of a stubbed method (``MiniGPT`` when only ``MiniGPT.generate`` is a stub)."""
-    tb = _submission_frame(exc, state)
+    tb = failures.submission_frame(exc, _paths(state))
     raised_in = None
     if tb is not None:
         code = tb.tb_frame.f_code
-        raised_in = _contract_name_of(getattr(code, "co_qualname", code.co_name))
+        raised_in = failures.contract_name_of(getattr(code, "co_qualname", code.co_name))
     if raised_in is not None:
         state.stubs.add(raised_in)
     for name in result.uses:
@@ -672,73 +703,15 @@ def _mark_stubs(state: GradingState, result: Result, exc: BaseException) -> None
             state.stubs.add(name)
 
 
-def _describe_not_implemented(exc: BaseException, state: GradingState) -> str:
-    tb = _submission_frame(exc, state)
-    message = str(exc).strip() or "not implemented yet"
-    return f"NotImplementedError: {message} (at {_where(tb)})" if tb is not None else f"NotImplementedError: {message}"
-
-
-_TIMEOUT = re.compile(r"Timeout \(>([0-9.]+)s\) from pytest-timeout")
-
-
-def _reproduce(item: pytest.Item) -> str:
-    impl = item.config.getoption("--impl") or loader.resolve_target(None)
-    return f'pytest --impl {impl} "{item.nodeid}"'
-
-
-def _describe_failure(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport,
-                      state: GradingState, uses: list) -> str:
-    """What a student reads in results.json: what went wrong, where, and how to reproduce it."""
-    phase = "" if call.when == "call" else f" (during test {call.when})"
-    reproduce = f"Reproduce: {_reproduce(item)}"
-    if call.excinfo is None:
-        if uses:
-            return f"{uses[0].message}\n{reproduce}"
-        return f"{report.longreprtext.strip()}\n{reproduce}"
-    top = call.excinfo.value
-    exc = _leaf_exception(top)
-    notes = []
-    for n in list(getattr(top, "__notes__", [])) + list(getattr(exc, "__notes__", [])):
-        if isinstance(n, str) and n not in notes:
-            notes.append(n)
-    if isinstance(exc, loader.SubmissionError):
-        return f"{exc}{phase}\n{reproduce}"
-    timeout = _TIMEOUT.search(str(exc))
-    if timeout:
-        seconds = float(timeout.group(1))
-        tb = _submission_frame(exc, state)
-        where = f"; it was running {_where(tb)}" if tb is not None else ""
-        return (f"timed out after {seconds:g} s{phase}: the test did not finish in time "
-                f"(an endless loop, or far too slow?){where}\n{reproduce}")
-    if isinstance(exc, NotImplementedError) and _submission_frame(exc, state) is not None:
-        return f"{_describe_not_implemented(exc, state)}{phase}\n{reproduce}"
-    if isinstance(exc, AssertionError):
-        text = str(exc).strip() or "assertion failed"
-        headline = f"{text}{phase}"
-    else:
-        message = str(exc).strip()
-        headline = f"{type(exc).__name__}{': ' + message if message else ''}{phase}"
-        tb = _submission_frame(exc, state)
-        if tb is not None:
-            headline += f"\nraised at {_where(tb)}"
-    lines = [headline]
-    example = [n for n in notes if "Falsifying" in n]
-    if example:
-        lines.append("")
-        lines.append("The smallest failing example hypothesis found (the test's arguments):")
-        lines.extend("  " + line for n in example for line in n.splitlines())
-    lines.append(reproduce)
-    return "\n".join(lines)
-
 
 # --------------------------------------------------------------------------------------------
 # Scores, table and results.json
 # --------------------------------------------------------------------------------------------
 def _submission_error(config: pytest.Config) -> str | None:
-    from .plugin import _SUBMISSION
-
-    sub = config.stash.get(_SUBMISSION, None)
-    return sub.error if sub is not None else None
+    sub = _submission(config)
+    if sub is None or sub.error is None:
+        return None
+    return f"{sub.error}\nFix: {sub.fix}" if sub.fix else sub.error
 
 
 def score_results(config: pytest.Config, state: GradingState) -> None:
@@ -753,7 +726,7 @@ def score_results(config: pytest.Config, state: GradingState) -> None:
     # that component that passed without reaching the forbidden call earns nothing either.
     forbidden_in: dict[str, str] = {}
     for r in state.results.values():
-        if r.output.startswith("forbidden API") and r.component not in forbidden_in:
+        if r.kind == failures.Kind.FORBIDDEN and r.component not in forbidden_in:
             forbidden_in[r.component] = r.output.splitlines()[0]
     for r in state.results.values():
         r.score, r.status, r.final = 0.0, "failed", r.output
@@ -803,11 +776,13 @@ def score_table(state: GradingState) -> tuple[list[str], float, float]:
     return lines, earned_total, possible_total
 
 
-def _notes(config: pytest.Config, state: GradingState) -> list[str]:
+def _notes(config: pytest.Config, state: GradingState, terminal: bool = False) -> list[str]:
     notes = []
     error = _submission_error(config)
-    if error:
-        notes.append(f"The submission could not be imported, so every test scores 0: {error}")
+    if error and terminal:
+        notes.append("The submission cannot be graded, so every test scores 0 (why, and the fix: at the top).")
+    elif error:
+        notes.append(f"The submission cannot be graded, so every test scores 0: {error}")
     if state.interrupted:
         notes.append(f"The run was interrupted ({state.interrupted}); tests not run score 0.")
     if state.stopped_for_time:
@@ -818,13 +793,29 @@ def _notes(config: pytest.Config, state: GradingState) -> list[str]:
         notes.append("No tests of component(s) " + ", ".join(missing) + " in this run: their points are not graded.")
     if state.stubs:
         notes.append("Not implemented yet (raised NotImplementedError): " + ", ".join(sorted(state.stubs)) + ".")
-    forbidden_hits = sorted({r.final.splitlines()[0] for r in state.results.values()
-                             if r.final.startswith("forbidden API")})
+    notes.extend(_passes_without_points(state))
+    forbidden_hits = sorted({r.output.splitlines()[0] for r in state.results.values()
+                             if r.kind == failures.Kind.FORBIDDEN})
     notes.extend(forbidden_hits[:5])
-    notes.extend(state.diagnoses)
+    notes.extend(state.diagnoses.values())
     if any(r.hidden for r in state.results.values()):
         notes.append("Some tests are hidden until grades are published; the total is shown then.")
     return notes
+
+
+def _passes_without_points(state: GradingState) -> list[str]:
+    """Why pytest's "N passed" can sit under a low score: passes that earn nothing."""
+    zero = [r for r in state.results.values() if r.outcome == "passed" and r.status != "passed"]
+    stub = sum(1 for r in zero if r.uses & state.stubs)
+    lines = []
+    if zero:
+        parts = [f"{stub} use a name that is not implemented yet"] if stub else []
+        if len(zero) > stub:
+            parts.append(f"{len(zero) - stub} are in a component that used a forbidden API")
+        lines.append(f"{len(zero)} test(s) passed but score 0: {'; '.join(parts)} (each test's message says which).")
+    if state.ungraded_passed:
+        lines.append(f"{state.ungraded_passed} passed test(s) are not graded (no component, or dropped by the rubric).")
+    return lines
 
 
 def results_json(config: pytest.Config, state: GradingState, final: bool = True) -> dict:
@@ -838,13 +829,16 @@ def results_json(config: pytest.Config, state: GradingState, final: bool = True)
     output = "\n".join([header, "", *lines, "", *_notes(config, state)]).rstrip() + "\n"
     tests = []
     for r in state.results.values():
+        text = r.final
+        if r.status == "failed" and r.component in state.diagnoses and r.kind in failures.DIAGNOSED:
+            text += f"\n\n(The diagnosis for '{r.component}' is in the summary at the top: it is the same for every test.)"
         tests.append({
             "name": f"[{r.component}] {r.nodeid}",
             "number": r.number,
             "score": round(r.score, 4),
             "max_score": round(r.points, 4),
             "status": r.status,
-            "output": r.final,
+            "output": text,
             "output_format": "text",
             "tags": [r.component],
             "visibility": HIDDEN_VISIBILITY if r.hidden else "visible",
@@ -856,6 +850,7 @@ def results_json(config: pytest.Config, state: GradingState, final: bool = True)
         "output_format": "text",
         "test_output_format": "text",
         "stdout_visibility": "hidden",
+        "extra_data": {"diagnoses": {c: d for c, d in state.diagnoses.items() if c in COMPONENTS}},
         "tests": tests,
     }
 
@@ -895,7 +890,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     tr.write_sep("=", f"score of {target}: {_fmt(round(earned, 2))} / {_fmt(round(possible, 2))}")
     for line in lines:
         tr.write_line(line)
-    for note in _notes(config, state):
+    for note in _notes(config, state, terminal=True):
         tr.write_line(note)
     if state.grade_json is not None:
-        tr.write_line(f"results.json: {_rel(str(state.grade_json))}")
+        tr.write_line(f"results.json: {failures.rel(str(state.grade_json))}")

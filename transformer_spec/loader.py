@@ -9,9 +9,11 @@
 A target is an importable module name (``reference``, ``mypkg.transformer``), a path to a
 ``.py`` file, or a path to a package folder (one with ``__init__.py``). Loading never raises:
 a submission that cannot be imported (syntax error, exception or ``sys.exit`` at import time,
-missing dependency) gives a :class:`Submission` whose every use raises
-:class:`SubmissionImportError` with one line naming the cause; a name the submission does not
-define raises :class:`NotSubmitted` only where it is used.
+missing dependency), or (with ``require_contract``, as in a graded run) that imports but defines
+none of the contract's names (an empty file, the wrong file), gives a :class:`Submission` whose every use raises
+:class:`SubmissionImportError` with one line naming the cause (``error``) and one saying how to
+fix it (``fix``); a name the submission does not define raises :class:`NotSubmitted` only where
+it is used.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import traceback
 from pathlib import Path
 from types import ModuleType
 
-from .contract import BY_NAME
+from .contract import BY_NAME, TOP_LEVEL
 
 ENV_VAR = "TRANSFORMER_IMPL"
 DEFAULT_TARGET = "reference"
@@ -58,10 +60,11 @@ class Submission:
     submission could not be imported.
     """
 
-    def __init__(self, target: str, module: ModuleType | None, error: str | None):
+    def __init__(self, target: str, module: ModuleType | None, error: str | None, fix: str | None = None):
         self.target = target
         self.module = module
-        self.error = error
+        self.error = error  # one line: why the submission cannot be graded at all (None: it can)
+        self.fix = fix  # one line: what to do about ``error``
 
     @property
     def origin(self) -> str:
@@ -200,11 +203,48 @@ def _reason(target: str, exc: BaseException) -> str:
     return f"it raised {type(exc).__name__} while being imported{message}{where}"
 
 
-def load(target: str | None = None) -> Submission:
-    """Import ``target`` (see :func:`resolve_target`) and wrap it; never raises."""
+def how_to_fix(target: str, exc: BaseException) -> str:
+    """One line saying what to do about an import failure (the kind of exception decides)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if "importlib" not in f.filename and "transformer_spec" not in f.filename]
+    if isinstance(exc, SyntaxError):
+        return (f"fix the syntax at {exc.filename}:{exc.lineno}; `python -m py_compile {exc.filename}` "
+                f"checks a file in a second")
+    if isinstance(exc, ModuleNotFoundError) and exc.name != target:
+        return (f"remove the import of {exc.name!r} (or install it, if the assignment allows it); the grader "
+                f"has the course's packages only")
+    if isinstance(exc, (ModuleNotFoundError, FileNotFoundError)) and not own:
+        return ("check the path after --impl: a .py file, a package folder with __init__.py, "
+                "or an importable module name")
+    first = own[-1].filename if own else target
+    if isinstance(exc, SystemExit):
+        return (f"importing must not exit: move the sys.exit() (and any script code) of {first} under "
+                f"`if __name__ == \"__main__\":`")
+    return (f"importing runs every line at the top level of a module: run `python {first}` to see the whole "
+            f"error, and move demos and training code under `if __name__ == \"__main__\":`")
+
+
+def _defines_none(module: ModuleType) -> bool:
+    return not any(hasattr(module, name) for name in TOP_LEVEL)
+
+
+def load(target: str | None = None, *, require_contract: bool = False) -> Submission:
+    """Import ``target`` (see :func:`resolve_target`) and wrap it; never raises.
+
+    ``require_contract``: a module that defines none of the contract's names (an empty file, the
+    wrong file) is an error too (the graded run's choice: nothing in it can earn a point).
+    """
     target = resolve_target(target)
     try:
         module = _import(target)
     except BaseException as exc:  # noqa: BLE001 - whatever a submission raises is reported, not propagated
-        return Submission(target, None, describe_import_failure(target, exc))
+        return Submission(target, None, describe_import_failure(target, exc), how_to_fix(target, exc))
+    if require_contract and _defines_none(module):
+        where = getattr(module, "__file__", None) or target
+        return Submission(
+            target, module,
+            f"the submission {target!r} defines none of the contract's names ({', '.join(TOP_LEVEL[:3])}, ...; "
+            f"{len(TOP_LEVEL)} in all): {where} is empty or not the submission",
+            "point --impl at the file or package folder that defines them (docs/contract.md lists every name); "
+            "a package folder must import them in its __init__.py")
     return Submission(target, module, None)

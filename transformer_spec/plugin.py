@@ -46,14 +46,14 @@ def pytest_configure(config: pytest.Config) -> None:
 def get_submission(config: pytest.Config) -> loader.Submission:
     """The submission of this run, imported once on first use."""
     if _SUBMISSION not in config.stash:
-        config.stash[_SUBMISSION] = loader.load(config.getoption("--impl"))
+        config.stash[_SUBMISSION] = loader.load(config.getoption("--impl"), require_contract=True)
     return config.stash[_SUBMISSION]
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     sub = get_submission(config)
     if sub.error:
-        return f"implementation under test: {sub.target} -- NOT IMPORTABLE: {sub.error}"
+        return f"implementation under test: {sub.target} -- CANNOT BE GRADED (why: below)"
     return f"implementation under test: {sub.target} ({sub.origin})"
 
 

@@ -1,0 +1,255 @@
+"""Failure messages a student reads: what went wrong, where, the smallest example, the re-run command.
+
+Used by :mod:`transformer_spec.grading` for ``results.json``, ``feedback.md`` and the terminal.
+Every message is built from data (the exception, its traceback, the arguments of the failing
+call), never from another library's printed text:
+
+* a hypothesis property's smallest failing example is the argument list of the last failing
+  call of the test function (hypothesis replays the shrunk example last), recorded by wrapping
+  the test through hypothesis's ``inner_test`` hook (:func:`wrap_inner_test`); values drawn
+  from ``st.data()`` are recorded as they are drawn;
+* each failure gets a :class:`Kind`, which the grade and the diagnosis use instead of reading
+  the message.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import os
+from dataclasses import dataclass, field
+
+import pytest
+
+from . import loader
+from .contract import BY_NAME
+
+#: the longest repr of one argument shown in a failing example
+MAX_ARG_REPR = 1500
+EXAMPLE_HEADING = "The smallest failing example hypothesis found (the test's arguments):"
+
+
+class Kind(str, enum.Enum):
+    """What kind of failure a message describes (carried as data next to the text)."""
+
+    ASSERTION = "assertion"        # the test's check failed: a wrong value, shape, behaviour
+    ERROR = "error"                # the code raised an unexpected exception
+    TIMEOUT = "timeout"            # pytest-timeout stopped the test
+    NOT_IMPLEMENTED = "not implemented"  # the submission raised NotImplementedError (a stub)
+    NOT_SUBMITTED = "not submitted"      # a contract name the submission does not define
+    IMPORT = "import"              # the submission could not be imported at all
+    FORBIDDEN = "forbidden"        # a forbidden API was used
+    OTHER = "other"
+
+
+#: the kinds of failure a named diagnosis (:mod:`transformer_spec.diagnose`) can explain
+DIAGNOSED = (Kind.ASSERTION, Kind.ERROR, Kind.OTHER)
+
+
+class NoShrink(BaseException):
+    """A property example reached a stub (``NotImplementedError``), a missing name or a forbidden
+    API: stop at once. Raised in place of that exception (its ``__cause__``) so that hypothesis,
+    which does not catch BaseException, ends the test at the first example instead of shrinking
+    an input that every example fails on anyway."""
+
+
+# --------------------------------------------------------------------------------------------
+# Hypothesis examples, recorded from the failing calls' arguments
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Examples:
+    """The arguments of the last failing calls of a property, by the exception they raised."""
+
+    keep: int = 16
+    recorded: list[tuple[BaseException, list[tuple[str, object]]]] = field(default_factory=list)
+
+    def record(self, exc: BaseException, arguments: list[tuple[str, object]]) -> None:
+        self.recorded.append((exc, arguments))
+        del self.recorded[:-self.keep]
+
+    def find(self, exc: BaseException) -> list[tuple[str, object]] | None:
+        """The arguments of the call that raised ``exc`` (the same object), or None."""
+        for raised, arguments in reversed(self.recorded):
+            if raised is exc:
+                return arguments
+        return None
+
+    def clear(self) -> None:
+        self.recorded.clear()
+
+
+def _recording_data(value, drawn: list[tuple[str, object]], name: str):
+    """Record the values a ``st.data()`` object draws (the object itself prints as ``data(...)``)."""
+    from hypothesis.strategies import DataObject
+
+    if not isinstance(value, DataObject):
+        return
+    draw = value.draw
+
+    @functools.wraps(draw)
+    def recording_draw(strategy, label=None):
+        result = draw(strategy, label)
+        drawn.append((f"{name}.draw #{len(drawn) + 1}" + (f" ({label})" if label is not None else ""), result))
+        return result
+
+    value.draw = recording_draw
+
+
+def wrap_inner_test(inner, fixturenames, examples: Examples):
+    """``inner`` (hypothesis's ``inner_test``) recording every failing call's arguments in
+    ``examples``, and raising :class:`NoShrink` for stubs and missing names."""
+    fixtures = set(fixturenames)
+
+    @functools.wraps(inner)
+    def inner_test(*args, **kwargs):
+        drawn: list[tuple[str, object]] = []
+        for name, value in kwargs.items():
+            _recording_data(value, drawn, name)
+        try:
+            return inner(*args, **kwargs)
+        except Exception as exc:
+            from hypothesis.strategies import DataObject
+
+            given = [(n, v) for n, v in kwargs.items() if n not in fixtures and not isinstance(v, DataObject)]
+            examples.record(exc, given + drawn)
+            if isinstance(exc, (NotImplementedError, loader.SubmissionError)):
+                raise NoShrink(str(exc)) from exc
+            raise
+
+    return inner_test
+
+
+def _short_repr(value) -> str:
+    try:
+        text = repr(value)
+    except Exception as exc:  # noqa: BLE001 - a submission's object may fail to print
+        text = f"<unprintable {type(value).__name__}: {type(exc).__name__}>"
+    if len(text) > MAX_ARG_REPR:
+        text = text[:MAX_ARG_REPR] + f"... ({len(text) - MAX_ARG_REPR} more characters)"
+    return text
+
+
+def format_example(arguments: list[tuple[str, object]]) -> list[str]:
+    """The lines that show a failing example: the heading, then ``name = value`` per argument."""
+    if not arguments:
+        return []
+    lines = [EXAMPLE_HEADING]
+    for name, value in arguments:
+        text = _short_repr(value).splitlines() or [""]
+        lines.append(f"  {name} = {text[0]}")
+        lines.extend("  " + " " * (len(name) + 3) + line for line in text[1:])
+    return lines
+
+
+# --------------------------------------------------------------------------------------------
+# Where an exception comes from
+# --------------------------------------------------------------------------------------------
+def leaf_exception(exc: BaseException) -> BaseException:
+    """The exception that explains ``exc``: the cause of a :class:`NoShrink`, the first of a group."""
+    if isinstance(exc, NoShrink) and exc.__cause__ is not None:
+        return exc.__cause__
+    while isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # an exception group
+        exc = leaf_exception(exc.exceptions[0])
+    return exc
+
+
+def submission_frame(exc: BaseException, paths: list[str]):
+    """The innermost traceback entry in the submission's own files (``paths``), or None."""
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if any(filename == p or filename.startswith(p + os.sep) for p in paths):
+            found = tb
+        tb = tb.tb_next
+    return found
+
+
+def rel(path: str) -> str:
+    """``path`` relative to the current folder when it is inside it."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if relative.startswith("..") else relative
+
+
+def where(tb) -> str:
+    code = tb.tb_frame.f_code
+    name = getattr(code, "co_qualname", code.co_name)
+    return f"{rel(code.co_filename)}:{tb.tb_lineno} in {name}"
+
+
+def contract_name_of(qualname: str) -> str | None:
+    """The contract name a function belongs to: ``MiniGPT.generate``, ``MultiHeadAttention``..."""
+    parts = qualname.split(".")
+    for i in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:i])
+        if candidate in BY_NAME:
+            return candidate
+    return None
+
+
+def describe_not_implemented(exc: BaseException, paths: list[str]) -> str:
+    tb = submission_frame(exc, paths)
+    message = str(exc).strip() or "not implemented yet"
+    return f"NotImplementedError: {message} (at {where(tb)})" if tb is not None else f"NotImplementedError: {message}"
+
+
+def reproduce_command(item: pytest.Item) -> str:
+    impl = item.config.getoption("--impl") or loader.resolve_target(None)
+    return f'pytest --impl {impl} "{item.nodeid}"'
+
+
+# --------------------------------------------------------------------------------------------
+# The message of one failure
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Failure:
+    """A failure as a student reads it (``text``, ending with the re-run command) and its kind."""
+
+    text: str
+    kind: Kind
+
+
+def describe(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport, paths: list[str],
+             forbidden_message: str | None, timeout: float | None, examples: Examples) -> Failure:
+    """What went wrong, where, the smallest example (properties) and how to reproduce it.
+
+    ``forbidden_message``: the first forbidden-API use of the test, if any; ``timeout``: the
+    pytest-timeout limit when it stopped the test (else None).
+    """
+    phase = "" if call.when == "call" else f" (during test {call.when})"
+    reproduce = f"Reproduce: {reproduce_command(item)}"
+    if forbidden_message is not None:
+        return Failure(f"{forbidden_message}\n{reproduce}", Kind.FORBIDDEN)
+    if call.excinfo is None:
+        return Failure(f"{report.longreprtext.strip()}\n{reproduce}", Kind.OTHER)
+    exc = leaf_exception(call.excinfo.value)
+    if isinstance(exc, loader.SubmissionImportError):
+        return Failure(f"{exc}{phase}\n{reproduce}", Kind.IMPORT)
+    if isinstance(exc, loader.SubmissionError):
+        return Failure(f"{exc}{phase}\n{reproduce}", Kind.NOT_SUBMITTED)
+    if timeout is not None:
+        tb = submission_frame(exc, paths)
+        running = f"; it was running {where(tb)}" if tb is not None else ""
+        return Failure(f"timed out after {timeout:g} s{phase}: the test did not finish in time "
+                       f"(an endless loop, or far too slow?){running}\n{reproduce}", Kind.TIMEOUT)
+    if isinstance(exc, NotImplementedError) and submission_frame(exc, paths) is not None:
+        return Failure(f"{describe_not_implemented(exc, paths)}{phase}\n{reproduce}", Kind.NOT_IMPLEMENTED)
+    if isinstance(exc, AssertionError):
+        kind = Kind.ASSERTION
+        headline = f"{str(exc).strip() or 'assertion failed'}{phase}"
+    else:
+        kind = Kind.ERROR
+        message = str(exc).strip()
+        headline = f"{type(exc).__name__}{': ' + message if message else ''}{phase}"
+        tb = submission_frame(exc, paths)
+        if tb is not None:
+            headline += f"\nraised at {where(tb)}"
+    lines = [headline]
+    example = format_example(examples.find(exc) or [])
+    if example:
+        lines += ["", *example]
+    lines.append(reproduce)
+    return Failure("\n".join(lines), kind)
