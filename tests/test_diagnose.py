@@ -101,7 +101,7 @@ def test_grading_names_the_mistake_in_results_json(tmp_path):
     assert "`padding_mask_inverted`" in results["extra_data"]["diagnoses"]["masks"]
     assert results["output"].count("Diagnosis for 'masks'") == 1
     assert all("`padding_mask_inverted`" not in t["output"] for t in failed)
-    assert all("The diagnosis for 'masks' is in the summary" in t["output"] for t in failed)
+    assert all("See the diagnosis for 'masks' above" in t["output"] for t in failed)
     assert proc.stdout.count("Diagnosis for 'masks'") == 1
 
 

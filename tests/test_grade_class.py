@@ -239,3 +239,23 @@ def test_full_suite_class_run(corpus, tmp_path):
     assert 0 < float(book["buggy"]["total"]) < 100
     for s in ("syntax_error", "exit_at_import", "delegate_reference", "print_100mb"):
         assert float(book[s]["total"]) == 0, s
+
+
+def test_feedback_states_each_components_diagnosis_once_then_its_failing_tests():
+    diagnosis = "Diagnosis for 'attention': on fixed probe inputs your code behaves exactly like this known mistake"
+    tests = [{"name": f"[attention] t.py::test_{i}", "number": f"1.{i}", "score": 0.0, "max_score": 1.0,
+              "status": "failed", "output": f"wrong value {i}\nsecond line {i}\nReproduce: pytest t.py::test_{i}",
+              "tags": ["attention"], "visibility": "visible"} for i in range(50)]
+    tests.append({"name": "[masks] m.py::test_ok", "number": "2.1", "score": 2.0, "max_score": 2.0,
+                  "status": "passed", "output": "", "tags": ["masks"], "visibility": "visible"})
+    record = grade.Record("alice", "ok", 2.0, 52.0, {"attention": 0.0, "masks": 2.0}, "", "alice.py", "", tests,
+                          diagnoses={"attention": diagnosis})
+    text = grade.feedback_md(record)
+    assert text.count(diagnosis) == 1
+    assert "## attention: 0.00 / 50.00 points (0 of 50 tests passed)" in text and "## masks" not in text
+    assert [f"second line {i}" in text for i in range(5)] == [True, True, True, False, False], "3 in full"
+    assert all(f"- `[attention] t.py::test_{i}`: wrong value {i}" in text for i in range(3, 50))
+    assert grade.results_json(record, tests)["output"].count(diagnosis) == 1
+    unimportable = grade.Record("bob", "import-error", 0.0, 52.0, {}, "SyntaxError (at bob.py:1)", "bob.py", "",
+                                [dict(t, output="SyntaxError (at bob.py:1)") for t in tests])
+    assert grade.feedback_md(unimportable).count("SyntaxError") == 1

@@ -458,6 +458,7 @@ class Record:
     submission_sha256: str
     tests: list[dict] = field(default_factory=list)
     tampered: dict[str, str] = field(default_factory=dict)
+    diagnoses: dict[str, str] = field(default_factory=dict)  # component -> the diagnosis of its failures
 
     def row(self, comps: list[str]) -> list[str]:
         return [self.student, self.status, _num(self.total), _num(self.possible),
@@ -518,7 +519,7 @@ def _empty_record(entry: Entry, ctx: Context, status: str, detail: str, subhash:
 
 
 def _finish(entry: Entry, ctx: Context, status: str, detail: str, subhash: str, tests: list[dict],
-            tampered: dict[str, str]) -> Record:
+            tampered: dict[str, str], diagnoses: dict[str, str] | None = None) -> Record:
     comps: dict[str, float] = {}
     for t in tests:
         comps[t["tags"][0]] = comps.get(t["tags"][0], 0.0) + t["score"]
@@ -526,7 +527,7 @@ def _finish(entry: Entry, ctx: Context, status: str, detail: str, subhash: str, 
     total = sum(t["score"] for t in tests)
     where = str(entry.target or entry.copy_root or entry.student)
     return Record(entry.student, status, round(total, 2), round(possible, 2), {c: round(v, 2) for c, v in comps.items()},
-                  detail, where, subhash, tests, tampered)
+                  detail, where, subhash, tests, tampered, dict(diagnoses or {}))
 
 
 def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path, sandbox: Path) -> Record:
@@ -578,7 +579,17 @@ def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path
                             f"from inside the submission's process ({tampered[comp]})")
     status, detail = _status(run, last, final, tampered)
     detail = _clean(detail, sandbox)
-    return _finish(entry, ctx, status, detail, subhash, tests, tampered)
+    return _finish(entry, ctx, status, detail, subhash, tests, tampered, _diagnoses(last, sandbox, tampered))
+
+
+def _diagnoses(last: dict | None, sandbox: Path, tampered: dict[str, str]) -> dict[str, str]:
+    """The child's diagnosis per component (``extra_data``), as text only; none where tampered."""
+    extra = ((last or {}).get("results") or {}).get("extra_data")
+    found = extra.get("diagnoses") if isinstance(extra, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {c: _clean(str(d), sandbox)[:MAX_TEST_OUTPUT] for c, d in found.items()
+            if c in COMPONENTS and isinstance(d, str) and c not in tampered}
 
 
 def _clean(text: str, sandbox: Path) -> str:
@@ -718,6 +729,8 @@ def results_json(record: Record, ctx_skeleton: list[dict], seconds: float = 0.0)
         lines.append(record.detail)
     lines += ["", f"{'component':<12} {'points':>17}   {'tests passed':>12}"]
     lines += [f"{c:<12} {f'{e:.2f} / {p:.2f}':>17}   {f'{n} / {m}':>12}" for c, e, p, n, m in rows]
+    if record.diagnoses:
+        lines += ["", *(record.diagnoses[c] for c in COMPONENTS if c in record.diagnoses)]
     hidden = any(t["visibility"] != "visible" for t in record.tests)
     if hidden:
         lines += ["", "Some tests are hidden until grades are published; the total is shown then."]
@@ -725,10 +738,24 @@ def results_json(record: Record, ctx_skeleton: list[dict], seconds: float = 0.0)
               "max_score": round(t["max_score"], 4), "status": t["status"], "output": t["output"],
               "output_format": "text", "tags": t["tags"], "visibility": t["visibility"]} for t in record.tests]
     return {"score": round(record.total, 4), "execution_time": round(seconds, 2), "output": "\n".join(lines) + "\n",
-            "output_format": "text", "test_output_format": "text", "stdout_visibility": "hidden", "tests": tests}
+            "output_format": "text", "test_output_format": "text", "stdout_visibility": "hidden",
+            "extra_data": {"diagnoses": dict(record.diagnoses)}, "tests": tests}
+
+
+#: failing tests of a component shown with their whole message in feedback.md (the rest: one line each)
+FULL_MESSAGES = 3
+#: statuses whose every test fails for the one reason in ``detail``: no list of tests
+_ONE_REASON = ("no-submission", "import-error")
+
+
+def _one_line(text: str, n: int = 160) -> str:
+    line = _first_line(text, n + 1)
+    return line if len(line) <= n else line[:n - 3] + "..."
 
 
 def feedback_md(record: Record) -> str:
+    """What the student reads: the score, then per component its points, its diagnosis (once),
+    and its failing tests (the first few with their whole message)."""
     rows = component_table(record, record.tests)
     out = [f"# Feedback for {record.student}", "",
            f"**Score: {_num(record.total)} / {_num(record.possible)}** (status: `{record.status}`: "
@@ -737,20 +764,24 @@ def feedback_md(record: Record) -> str:
         out += [f"> {record.detail}", ""]
     out += ["| component | points | tests passed |", "|---|---:|---:|"]
     out += [f"| {c} | {e:.2f} / {p:.2f} | {n} / {m} |" for c, e, p, n, m in rows]
-    failed = [t for t in record.tests if t["status"] != "passed" and t["visibility"] == "visible"]
     hidden = sum(1 for t in record.tests if t["visibility"] != "visible")
-    if failed:
-        out += ["", f"## Tests that did not pass ({len(failed)})", ""]
-        seen: dict[str, int] = {}
-        for t in failed:
-            key = t["output"][:300]
-            seen[key] = seen.get(key, 0) + 1
-            if seen[key] > 1 and seen[key] > 3:
+    if record.status in _ONE_REASON:
+        out += ["", "Every test scores 0 for the reason above; fix it and submit again."]
+    else:
+        for comp, earned, possible, passed, total in rows:
+            failed = [t for t in record.tests if t["tags"][0] == comp and t["status"] != "passed"
+                      and t["visibility"] == "visible"]
+            if not failed:
                 continue
-            out += [f"### {t['name']}", "", "```text", (t["output"] or "failed").strip()[:MAX_TEST_OUTPUT], "```", ""]
-        repeats = sum(v - 3 for v in seen.values() if v > 3)
-        if repeats:
-            out.append(f"({repeats} more tests failed with a message already shown above.)")
+            out += ["", f"## {comp}: {earned:.2f} / {possible:.2f} points ({passed} of {total} tests passed)", ""]
+            if comp in record.diagnoses:
+                out += [record.diagnoses[comp], ""]
+            out += [f"{len(failed)} test(s) did not pass:", ""]
+            for t in failed[:FULL_MESSAGES]:
+                out += [f"### {t['name']}", "", "```text", (t["output"] or "failed").strip()[:MAX_TEST_OUTPUT], "```", ""]
+            if failed[FULL_MESSAGES:]:
+                out += ["The others (the first line of each message; the whole message is in results.json):", ""]
+                out += [f"- `{t['name']}`: {_one_line(t['output'] or 'failed')}" for t in failed[FULL_MESSAGES:]]
     if hidden:
         out += ["", f"{hidden} hidden test(s) are shown after the grades are published."]
     out += ["", "Re-run a test yourself with the command in its message "

@@ -831,7 +831,7 @@ def results_json(config: pytest.Config, state: GradingState, final: bool = True)
     for r in state.results.values():
         text = r.final
         if r.status == "failed" and r.component in state.diagnoses and r.kind in failures.DIAGNOSED:
-            text += f"\n\n(The diagnosis for '{r.component}' is in the summary at the top: it is the same for every test.)"
+            text += f"\n\n(See the diagnosis for '{r.component}' above: it is given once for the whole component.)"
         tests.append({
             "name": f"[{r.component}] {r.nodeid}",
             "number": r.number,
