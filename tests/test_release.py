@@ -96,3 +96,8 @@ def test_kit_scores_0_with_not_implemented_messages_and_no_errors(kit, tmp_path)
     for t in results["tests"]:
         assert t["score"] == 0
         assert "not implemented yet" in t["output"], t
+    # pytest counts some tests as passed (a name exists, a shape check before any stub runs):
+    # the summary says why they earn nothing, so "N passed" under a score of 0 is not a puzzle.
+    passed = sum(1 for t in results["tests"] if t["output"].startswith("passed, but"))
+    assert passed > 0
+    assert f"{passed} test(s) passed but score 0: {passed} use a name that is not implemented yet" in results["output"]
