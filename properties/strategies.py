@@ -131,14 +131,14 @@ class AttentionInputs:
 @st.composite
 def attention_inputs(draw, *, with_mask: bool | None = None, dtype: torch.dtype | None = None,
                      same_length: bool = False, max_len: int = 5, max_dim: int = 4,
-                     limit: float = 3.0, min_batch_dims: int = 0) -> AttentionInputs:
+                     limit: float = 3.0, min_batch_dims: int = 0, min_keys: int = 1) -> AttentionInputs:
     """Inputs of ``scaled_dot_product_attention``: leading dimensions ``()``/``(B,)``/``(B, H)``,
-    lengths 1..``max_len``, ``d_k``, ``d_v`` 1..``max_dim``. ``with_mask=None`` draws whether to
-    mask (shrinks to no mask); ``same_length`` makes ``Lq == Lk``."""
+    lengths 1..``max_len`` (at least ``min_keys`` keys), ``d_k``, ``d_v`` 1..``max_dim``.
+    ``with_mask=None`` draws whether to mask (shrinks to no mask); ``same_length`` makes ``Lq == Lk``."""
     dtype = draw(dtypes()) if dtype is None else dtype
     batch = draw(batch_shapes(min_dims=min_batch_dims))
-    lq = draw(st.integers(1, max_len))
-    lk = lq if same_length else draw(st.integers(1, max_len))
+    lq = draw(st.integers(min_keys if same_length else 1, max_len))
+    lk = lq if same_length else draw(st.integers(min_keys, max_len))
     dk = draw(st.integers(1, max_dim))
     dv = draw(st.integers(1, max_dim))
     q = draw(tensors(batch + (lq, dk), dtype, limit))

@@ -4,7 +4,13 @@ Every row of weights (one query against all keys) lies in [0, 1] and sums to 1 w
 key is allowed; blocked entries (mask ``True``) are exactly 0; a row whose keys are all blocked
 is all zeros, never NaN. This holds for ``scaled_dot_product_attention``, both multi-head
 modules, both blocks and MiniGPT's attention maps, and stays true for scores of size 1e4
-(a softmax that does not subtract the row maximum overflows there).
+(a softmax that does not subtract the row maximum overflows there) and when every allowed score
+lies far below zero, down to -1e30 in float32 and float64: a blocked key is filled with -inf (the
+seeds' ``masked_fill(mask, -inf)``), so it gets exactly 0 however low the allowed scores are.
+A finite fill such as ``masked_fill(mask, -1e9)`` (seed 001 section 8.1 "a sufficiently small
+negative number", section 11's exercise) gives the blocked keys all the weight once the allowed
+scores are below it. Those scores stay far inside the float range (a fill of
+``torch.finfo(dtype).min`` behaves like -inf on them).
 """
 
 from __future__ import annotations
@@ -67,6 +73,54 @@ def test_attention_rows_sum_to_one_for_scores_of_1e4(impl, inputs, magnitude):
     # 1e4 carries an absolute rounding error of ~1e-3, so compare float32 weights at 1e-2
     tol = {"rtol": 0.0, "atol": 1e-2} if q.dtype == torch.float32 else {"rtol": 1e-6, "atol": 1e-9}
     assert_close(weights.double(), expected, what=f"weights for scores up to {magnitude:g}", **tol)
+
+
+#: How far below zero every score is pushed (shrinks to 2e4): below a fill of -1e4, and from
+#: 1e10 on below the seeds' -1e9 too; 1e30 is still ~1e8 times below float32's largest number.
+DEPTHS = (2e4, 1e10, 1e20, 1e30)
+
+
+def _lowered(q, k, depth):
+    """q, k with one feature appended (``a`` on every query, ``-a`` on every key) so that every
+    score ``(q . k) / sqrt(d_k)`` becomes ``(q . k) / sqrt(d_k + 1) - depth``: the same shift for
+    every key of a row, which a softmax does not see."""
+    a = (depth * (q.shape[-1] + 1) ** 0.5) ** 0.5
+    return (torch.cat([q, torch.full_like(q[..., :1], a)], dim=-1),
+            torch.cat([k, torch.full_like(k[..., :1], -a)], dim=-1))
+
+
+@pytest.mark.component("attention")
+@given(inputs=attention_inputs(with_mask=True, min_keys=2), depth=st.sampled_from(DEPTHS))
+def test_blocked_keys_get_zero_weight_however_low_the_allowed_scores(impl, inputs, depth):
+    """Every score lowered by ``depth`` (up to 1e30): blocked entries still exactly 0 and the
+    allowed keys still get the weight. Query row 0 always has key 0 allowed and the last key
+    blocked, so a finite fill above -depth puts the weight on a blocked key.
+
+    Only masking is checked here: how exactly the weights sum to 1 at such magnitudes depends on
+    the order of the float operations (law 1 at ordinary scores checks the sums)."""
+    mask = torch.broadcast_to(inputs.mask, inputs.batch + (inputs.q.shape[-2], inputs.k.shape[-2])).clone()
+    mask[..., 0, 0], mask[..., 0, -1] = False, True
+    q, k = _lowered(inputs.q, inputs.k, depth)
+    _, weights = impl.scaled_dot_product_attention(q, k, inputs.v, mask)
+    what = f"weights when every score is about -{depth:g}"
+    hint = "a finite fill such as -1e9 beats every allowed score below it: fill blocked scores with -inf"
+    if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != tuple(mask.shape):
+        raise AssertionError(f"{what}: expected a tensor of shape {tuple(mask.shape)}, got "
+                             f"{tuple(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__}")
+    w = weights.detach().cpu().double()
+    checks = (
+        (~torch.isfinite(w), "is not finite", "a finite weight"),
+        (mask & (w != 0), "is a blocked entry (mask True)", f"exactly 0 ({hint})"),
+    )
+    for bad, is_what, expected in checks:
+        if bad.any():
+            i = tuple(int(j) for j in bad.nonzero()[0])
+            raise AssertionError(f"{what}: weight {w[i].item():.6g} at index {i} {is_what}: expected {expected}")
+    starved = (~mask).any(-1) & ~(w.sum(-1) > 0)
+    if starved.any():
+        i = tuple(int(j) for j in starved.nonzero()[0])
+        raise AssertionError(f"{what}: row {i} gives its allowed keys total weight {w[i].sum().item():.6g}, "
+                             f"expected 1 (the softmax over the allowed keys; {hint})")
 
 
 @pytest.mark.component("mha")

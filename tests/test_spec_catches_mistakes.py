@@ -11,6 +11,8 @@ re-derived with plain Python arithmetic (no torch), so a typo in them cannot hid
   ``view(B, L, H, d_k).transpose(1, 2)``; heads merged without transposing back.
 * "softmax 维度写错" (softmax over the wrong dimension): ``dim=-2`` (the queries).
 * missing sqrt(d_k): ``scale = 1.0`` when ``scale=None``.
+* a finite mask fill, ``masked_fill(mask, -1e9)`` (seed 001 section 11's exercise) or -1e4, where
+  the contract's masks mean -inf: an allowed score below the fill loses to the blocked key.
 """
 
 import math
@@ -19,6 +21,7 @@ import pytest
 import torch
 
 from spec_tests import test_behaviours as behaviours
+from spec_tests import test_blocked_keys as blocked_keys
 from spec_tests import test_seed000_facts as seed000
 from spec_tests import test_seed001_worked_example as seed001
 from spec_tests import test_snapshots as snapshots
@@ -51,6 +54,12 @@ MISTAKES = {
     ],
     "missing_sqrt_dk_scaling": [
         ("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = 1.0"),
+    ],
+    "finite_mask_fill_1e9": [
+        ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores.masked_fill_(mask, -1e9)"),
+    ],
+    "finite_mask_fill_1e4": [
+        ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores.masked_fill_(mask, -1e4)"),
     ],
 }
 
@@ -92,6 +101,14 @@ CATCHES = {
         (seed000.test_sqrt_dk_experiment_of_step_8, {}),
         (oracle.test_sdpa_matches_torch, {"dtype": F32, "mask_kind": "none", "scale": None}),
         (oracle.test_multihead_attention_matches_torch, {"dtype": F32, "mask_kind": "none"}),
+    ],
+    "finite_mask_fill_1e9": [
+        (blocked_keys.test_blocked_key_gets_zero_weight_when_the_allowed_score_is_very_low,
+         {"dtype": dtype, "allowed_score": -1e12}) for dtype in (F32, torch.float64)
+    ],
+    "finite_mask_fill_1e4": [
+        (blocked_keys.test_blocked_key_gets_zero_weight_when_the_allowed_score_is_very_low,
+         {"dtype": dtype, "allowed_score": score}) for dtype in (F32, torch.float64) for score in (-2e4, -1e12)
     ],
 }
 

@@ -10,7 +10,8 @@ Uses: ``python -m tools.mutants`` runs the whole suite on each pitfall (the kill
 :mod:`transformer_spec.diagnose` recognises a pitfall in a failing submission by its behaviour.
 
 Sources: seed 001 section 10 (the mask forgotten, shapes mixed up, softmax over the wrong
-dimension), seed 000 (the sqrt(d_k) scaling, the sqrt(d_model) embedding scale) and issue 6.
+dimension), seed 000 (the sqrt(d_k) scaling, the sqrt(d_model) embedding scale), issue 6, and
+issue 13 (a finite mask fill as in seed 001 sections 8.1 and 11; source padding from lengths).
 """
 
 from __future__ import annotations
@@ -80,6 +81,14 @@ CATALOGUE: tuple[Pitfall, ...] = (
        "The scores are q @ k instead of q @ k^T (`k.transpose(-2, -1)`): the shapes are mixed up.",
        ("attention.py", "scores = torch.matmul(q, k.transpose(-2, -1)) * scale",
         "scores = torch.matmul(q, k) * scale")),
+    _p("finite_mask_fill", "attention",
+       "Blocked scores are filled with -1e9 (seed 001 section 11's exercise) instead of -inf: once the "
+       "allowed scores are below -1e9 the blocked keys take the weight; blocked keys must get exactly 0.",
+       ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores.masked_fill_(mask, -1e9)")),
+    _p("finite_mask_fill_1e4", "attention",
+       "Blocked scores are filled with -10000 (seed 001 section 8.1's 'sufficiently small negative number') "
+       "instead of -inf: an allowed score of -20000 loses to the blocked keys; blocked keys must get exactly 0.",
+       ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores.masked_fill_(mask, -10000.0)")),
     # ------------------------------------------------------------------ masks
     _p("causal_mask_blocks_diagonal", "masks",
        "Your causal mask also blocks the diagonal: a token must see itself (`triu(..., diagonal=1)`).",
@@ -303,6 +312,14 @@ CATALOGUE: tuple[Pitfall, ...] = (
     _p("seq2seq_encoder_unmasked", "seq2seq",
        "Seq2SeqTransformer's encoder self-attention does not block the source padding.",
        ("seq2seq.py", "memory, _ = block(memory, src_mask)", "memory, _ = block(memory, None)")),
+    _p("source_padding_from_lengths", "seq2seq",
+       "Seq2SeqTransformer blocks the last n source positions, n the number of pads (a mask from lengths): "
+       "a pad between real tokens is attended and the real tokens after it are blocked. Block by token, "
+       "src == pad_id (padding_mask, seed 001 section 8.1).",
+       ("seq2seq.py", "import torch.nn as nn\n", "import torch\nimport torch.nn as nn\n"),
+       ("seq2seq.py", "src_mask = padding_mask(src, self.pad_id)  # (B, 1, 1, Ls): padded source keys blocked",
+        "lengths = (src != self.pad_id).sum(1)  # real tokens per row, as if every pad were at the end\n"
+        "        src_mask = (torch.arange(src.size(1), device=src.device)[None, :] >= lengths[:, None])[:, None, None, :]")),
     # ------------------------------------------------------------------ errors
     _p("heads_divisibility_not_checked", "errors",
        "d_model not divisible by num_heads is not rejected: raise ValueError naming d_model and num_heads.",
