@@ -113,3 +113,32 @@ def test_a_diagnosis_that_hangs_is_stopped():
     with pytest.raises(TimeoutError, match="longer than 0.2 s"):
         d._within(0.2, lambda: time.sleep(5))
     assert d._within(1.0, lambda: 42) == 42
+
+
+def test_the_per_component_limit_applies_inside_the_overall_limit():
+    import signal
+    import time
+
+    def body():
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match="probes took over 1 s"):
+            with diagnose._time_limit(1):
+                time.sleep(5)
+        assert time.monotonic() - start < 3, "the inner 1 s limit stopped the sleep"
+        return signal.getitimer(signal.ITIMER_REAL)[0]
+
+    left = diagnose._within(10.0, body)
+    assert 7 < left < 9.5, "the outer limit is re-armed with the time it had left"
+
+
+@pytest.mark.parametrize("case", range(2))
+def test_a_mistake_no_pitfall_describes_gets_no_name(tmp_path, case):
+    # Issue 13: a Post-LN default and a normalised residual stream were both named "dropout
+    # applied to the residual sum", from one coincidental yes/no behaviour.
+    from transformer_spec.diagnosis_accuracy import UNNAMED
+
+    comp, description, patches = UNNAMED[case]
+    d = diagnose.diagnose(_broken(tmp_path, *patches), [comp])[comp]
+    assert d.differs_from_reference, description
+    assert not d.matches and not d.partial, f"{description}: named {d.names or [p.name for p in d.partial]}"
+    assert "no known mistake" in d.message()

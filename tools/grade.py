@@ -601,10 +601,22 @@ def _positive(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
 
 
+def _kinds(results: dict) -> list[tuple[str | None, str]]:
+    """``(kind, output)`` of each reported test: the plugin's typed failure kind (``extra_data``)."""
+    out = []
+    for t in results.get("tests", []):
+        if isinstance(t, dict):
+            extra = t.get("extra_data")
+            kind = extra.get("kind") if isinstance(extra, dict) else None
+            out.append((kind if isinstance(kind, str) else None, str(t.get("output", ""))))
+    return out
+
+
 def _status(run: ChildRun, last: dict | None, final: bool, tampered: dict[str, str]) -> tuple[str, str]:
     import_error = (last or {}).get("import_error")
-    outputs = [str(t.get("output", "")) for t in ((last or {}).get("results") or {}).get("tests", [])]
-    summary = str(((last or {}).get("results") or {}).get("output", ""))
+    results = (last or {}).get("results") or {}
+    kinds = _kinds(results)
+    run_data = results.get("extra_data") if isinstance(results.get("extra_data"), dict) else {}
     if tampered:
         comps = ", ".join(sorted(tampered))
         return "tampering", f"claimed passes contradicted by the hidden re-check in: {comps}"
@@ -627,12 +639,13 @@ def _status(run: ChildRun, last: dict | None, final: bool, tampered: dict[str, s
         return "crashed", f"the grading process ended before reporting anything (exit code {run.returncode})"
     if not final:
         return "crashed", f"the grading process ended abruptly (exit code {run.returncode}) while the tests ran"
-    if "The run was interrupted" in summary:
+    if run_data.get("interrupted"):
         return "interrupted", "the submission interrupted the run (KeyboardInterrupt?); tests not run score 0"
-    timeouts = sum(1 for o in outputs if o.startswith("timed out after"))
-    if timeouts or "time limit" in summary:
-        return "timeout", f"{timeouts} test(s) timed out" + ("; the run's time limit was reached" if "time limit" in summary else "")
-    forbidden_lines = [o for o in outputs if o.startswith("forbidden API")]
+    timeouts = sum(1 for kind, _ in kinds if kind == "timeout")
+    stopped = bool(run_data.get("stopped_for_time"))
+    if timeouts or stopped:
+        return "timeout", f"{timeouts} test(s) timed out" + ("; the run's time limit was reached" if stopped else "")
+    forbidden_lines = [o for kind, o in kinds if kind == "forbidden"]
     if forbidden_lines:
         return "forbidden-api", _first_line(forbidden_lines[0])
     return "ok", ""

@@ -9,7 +9,8 @@ of features where it differs from the reference.
 
 * **match**: the submission agrees with the pitfall on every feature of the component;
 * **partial match**: it agrees on the pitfall's evidence, but differs elsewhere too (perhaps
-  more than one mistake);
+  more than one mistake); named only when the partial matches together explain every feature
+  where the submission differs from the reference (otherwise the evidence may be a coincidence);
 * otherwise nothing is named: "no known mistake matches".
 
 A pitfall whose evidence is empty for a component (its probes cannot see it) is never named.
@@ -18,7 +19,8 @@ Tensors agree within ``rtol=1e-6, atol=1e-7`` (float64 probes), NaN equal to NaN
 The pitfalls' features are cached in the temp folder, keyed by the sources of ``reference/``,
 the catalogue and this file (computing them takes a while; the cache makes it once).
 
-    python -m transformer_spec.diagnose          # accuracy on the catalogue (also: tools.mutants --diagnose-accuracy)
+    python -m transformer_spec.diagnose          # recall and precision (transformer_spec/diagnosis_accuracy.py;
+                                                 # also: tools.mutants --diagnose-accuracy)
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import torch
 
 from . import loader, testing
 from .contract import COMPONENTS
-from .patching import INDEPENDENT_IMPL, REFERENCE_DIR, load_patched_reference
+from .patching import REFERENCE_DIR, load_patched_reference
 from .pitfalls import BY_NAME, CATALOGUE, Pitfall
 
 Features = dict[str, object]
@@ -149,6 +151,12 @@ def _probe_attention(impl, f: Features) -> None:
     mask[0, :, 3:] = True
     mask[1, 1, :] = True  # a fully blocked row
     _capture(f, "blocked", lambda: sdpa(q, k, v, mask))
+    # Allowed scores far below zero: a finite fill (-1e9, -1e4) gives the blocked key the weight.
+    one, values = torch.ones(1, 1, 1, dtype=DTYPE), torch.tensor([[[1.0], [2.0]]], dtype=DTYPE)
+    second_blocked = torch.tensor([[[False, True]]])
+    for low in (-2e4, -2e9):
+        keys = torch.tensor([[[low], [0.0]]], dtype=DTYPE)
+        _capture(f, f"blocked_after_{low:g}", lambda keys=keys: sdpa(one, keys, values, second_blocked))
 
 
 def _probe_masks(impl, f: Features) -> None:
@@ -315,6 +323,7 @@ def _probe_seq2seq(impl, f: Features) -> None:
         return not torch.allclose(m(src, tgt), m(src_padded, tgt), rtol=1e-9, atol=1e-9)
 
     _capture(f, "src_padding_changes_logits", lambda: padding_changes(model()))
+    _capture(f, "interior_pad_logits", lambda: model()(torch.tensor([[3, 0, 5, 4]]), tgt))  # a pad between tokens
 
     def without_encoder_attention():  # encoder self-attention contributes nothing: only cross-attention sees padding
         m = model()
@@ -533,6 +542,7 @@ def diagnose(impl, components: Iterable[str], table=None) -> dict[str, Diagnosis
         keys = sorted(set(sub) | set(ref))
         differs = any(not same(sub.get(k), ref.get(k)) for k in keys)
         matches, partial = [], []
+        explained: set[str] = set()
         if differs:
             for p in candidates(comp):
                 ev = evidence(table, p.name, comp)
@@ -543,6 +553,13 @@ def diagnose(impl, components: Iterable[str], table=None) -> dict[str, Diagnosis
                     matches.append(p)
                 elif all(same(sub.get(k), theirs.get(k)) for k in ev):
                     partial.append((len(ev), p))
+                    explained |= set(ev)
+        # Partial matches are named only when together they explain every difference from the
+        # reference: a mistake that agrees on its own evidence (perhaps one yes/no behaviour) while
+        # other behaviours are unexplained is a guess, and a wrong name misleads more than none.
+        different = {k for k in keys if not same(sub.get(k), ref.get(k))}
+        if not different <= explained:
+            partial = []
         partial_sorted = [p for _, p in sorted(partial, key=lambda t: -t[0])]
         # own-component pitfalls first: a mistake in this very part is the likelier explanation
         matches.sort(key=lambda p: p.component != comp)
@@ -603,118 +620,19 @@ def annotate(config, state) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------
-# Accuracy on the catalogue
+# Accuracy (transformer_spec/diagnosis_accuracy.py)
 # --------------------------------------------------------------------------------------------
-#: The same mistakes written differently from the catalogue's patches (as another student would):
-#: ``(expected pitfall, patches)``. Measures whether a diagnosis generalises beyond the patch text.
-VARIANTS: tuple[tuple[str, tuple], ...] = (
-    ("no_scaling", (("attention.py", "scores = torch.matmul(q, k.transpose(-2, -1)) * scale",
-                     "scores = torch.einsum('...qd,...kd->...qk', q, k) * (scale if scale != 1.0 / "
-                     "math.sqrt(q.size(-1)) else 1.0)"),)),
-    ("softmax_over_queries", (("attention.py", "weights = F.softmax(scores, dim=-1)",
-                               "weights = scores.exp() / scores.exp().sum(dim=-2, keepdim=True)"),)),
-    ("masked_with_zero", (("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores = scores * ~mask"),)),
-    ("causal_mask_blocks_diagonal", (("masks.py", "torch.triu(ones, diagonal=1)", "~torch.tril(ones, diagonal=-1)"),)),
-    ("padding_mask_blocks_queries", (("masks.py", "(tokens == pad_id)[:, None, None, :]",
-                                      "(tokens == pad_id).unsqueeze(1).unsqueeze(-1)"),)),
-    ("heads_merged_without_transpose", (("multihead.py", "heads.transpose(1, 2).reshape(B, Lq, self.d_model)",
-                                         "heads.contiguous().view(B, Lq, self.d_model)"),)),
-    ("relu_instead_of_gelu", (("feedforward.py", "F.gelu(self.linear1(x))", "self.linear1(x).clamp(min=0)"),)),
-    ("tanh_gelu", (("feedforward.py", "F.gelu(self.linear1(x))",
-                    "(lambda h: 0.5 * h * (1 + torch.tanh(0.7978845608028654 * (h + 0.044715 * h ** 3))))"
-                    "(self.linear1(x))"),
-                   ("feedforward.py", "import torch.nn as nn\n", "import torch\nimport torch.nn as nn\n"))),
-    ("positions_start_at_1", (("position.py", "return x + self.pe[:, start : start + x.size(1)].to(x.dtype)",
-                               "return x + self.pe[:, start + 1 : start + 1 + x.size(1)].to(x.dtype)"),)),
-    ("no_weight_tying", (("minigpt.py", "self.lm_head.weight = self.token_embed.weight",
-                          "self.lm_head.weight = nn.Parameter(self.token_embed.weight.detach().clone())"),)),
-    ("mode_not_restored", (("minigpt.py", "self.train(was_training)", "self.train(False)"),)),
-    ("top_k_ignored", (("minigpt.py", "kth_best = torch.topk(next_logits, top_k).values[-1]",
-                        "kth_best = next_logits.min()"),)),
-    ("temperature_multiplied", (("minigpt.py", "probs = F.softmax(next_logits, dim=-1)",
-                                 "probs = F.softmax(next_logits * temperature * temperature, dim=-1)"),)),
-    ("heads_divisibility_not_checked", (("_validation.py", "if d_model % num_heads != 0:",
-                                         "if d_model < num_heads:"),)),
-)
-
-
-# Correct code must get no diagnosis: the reference and the independent implementation.
-CORRECT_IMPLEMENTATIONS = {"the reference": "reference", "the independent implementation": str(INDEPENDENT_IMPL)}
-
-
 def accuracy(progress=None) -> dict:
-    """Diagnose each pitfall (a freshly loaded patched copy, other RNG state) in its own component.
+    """Recall and precision of the diagnosis (see :mod:`transformer_spec.diagnosis_accuracy`)."""
+    from . import diagnosis_accuracy
 
-    Correct when the pitfall itself is among the full matches, or every full match behaves
-    identically to it on that component's probes. Also checks the reference gets no diagnosis.
-    """
-    start = time.monotonic()
-    table = catalogue_features()
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="diagnose-acc-") as tmp:
-        for i, p in enumerate(CATALOGUE):
-            torch.manual_seed(1000 + i)
-            impl = load_patched_reference(Path(tmp), p.patches, f"acc_{p.name}")
-            d = diagnose(impl, [p.component], table)[p.component]
-            same_as = [m.name for m in d.matches]
-            ok = p.name in same_as or (bool(same_as) and all(
-                all(same(table[m][p.component].get(k), table[p.name][p.component].get(k))
-                    for k in set(table[m][p.component]) | set(table[p.name][p.component])) for m in same_as))
-            rows.append({"pitfall": p.name, "component": p.component, "ok": ok, "diagnosed_as": same_as,
-                         "partial": [m.name for m in d.partial]})
-            if progress:
-                progress(rows[-1])
-        variant_rows = []
-        for i, (expected, patches) in enumerate(VARIANTS):
-            torch.manual_seed(2000 + i)
-            comp = BY_NAME[expected].component
-            impl = load_patched_reference(Path(tmp), patches, f"variant_{expected}")
-            d = diagnose(impl, [comp], table)[comp]
-            names = [m.name for m in d.matches]
-            variant_rows.append({"pitfall": expected, "component": comp, "ok": expected in names,
-                                 "diagnosed_as": names, "partial": [m.name for m in d.partial]})
-            if progress:
-                progress(variant_rows[-1])
-    false_positive = {}
-    for label, target in CORRECT_IMPLEMENTATIONS.items():
-        found = diagnose(loader.load(target), COMPONENTS, table)
-        false_positive.update({f"{label}: {c}": d.names for c, d in found.items() if d.matches or d.partial})
-    return {"rows": rows, "correct": sum(r["ok"] for r in rows), "total": len(rows),
-            "variants": variant_rows, "variants_correct": sum(r["ok"] for r in variant_rows),
-            "false_positives": false_positive, "seconds": round(time.monotonic() - start, 1)}
+    return diagnosis_accuracy.accuracy(progress)
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
+    from . import diagnosis_accuracy
 
-    parser = argparse.ArgumentParser(prog="python -m transformer_spec.diagnose",
-                                     description="Diagnosis accuracy on the pitfall catalogue.")
-    parser.add_argument("--min-rate", type=float, default=0.9, help="exit 1 below this rate (default 0.9)")
-    args = parser.parse_args(argv)
-
-    def show(r):
-        mark = "ok  " if r["ok"] else "MISS"
-        extra = "" if r["diagnosed_as"] == [r["pitfall"]] else f" -> {r['diagnosed_as'] or r['partial'] or 'nothing'}"
-        print(f"  {mark} {r['component']:<10} {r['pitfall']}{extra}", flush=True)
-
-    result = accuracy(progress=show)
-    rate = result["correct"] / result["total"]
-    print(f"\ndiagnosed as itself (or an identically behaving pitfall): {result['correct']} / {result['total']} "
-          f"= {rate:.1%}; {result['seconds']} s")
-    vc, vt = result["variants_correct"], len(result["variants"])
-    print(f"the same mistakes written differently (diagnose.VARIANTS): {vc} / {vt} named correctly")
-    groups = {}
-    for r in result["rows"]:
-        if len(r["diagnosed_as"]) > 1:
-            groups[tuple(sorted(r["diagnosed_as"]))] = r["component"]
-    for names, comp in groups.items():
-        print(f"  indistinguishable on the '{comp}' probes: {', '.join(names)}")
-    if result["false_positives"]:
-        print(f"FALSE POSITIVES on correct code: {result['false_positives']}")
-    else:
-        print(f"correct code ({' and '.join(CORRECT_IMPLEMENTATIONS)}): no diagnosis in any component "
-              f"(no false positive)")
-    return 0 if rate >= args.min_rate and not result["false_positives"] else 1
+    return diagnosis_accuracy.main(argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,209 @@
+"""How often the named diagnoses (:mod:`transformer_spec.diagnose`) are right: recall and precision.
+
+    python -m transformer_spec.diagnose            # or: python -m tools.mutants --diagnose-accuracy
+
+* **recall**: each catalogue pitfall (a freshly loaded patched copy, other RNG state) is named in
+  its own component, and so is each of :data:`VARIANTS` (the same mistakes written as another
+  student would);
+* **precision**: every name a diagnosis gives is right. Wrong names are counted on the rows above
+  (a name other than the expected pitfall, or one behaving identically to it), on
+  :data:`UNNAMED` (single mistakes no pitfall describes: nothing may be named), on every allowed
+  variation of :mod:`transformer_spec.variations` (correct code: nothing may be named in the
+  components it can change) and on the correct implementations in every component.
+
+A wrong name misleads more than none: the run fails on a single wrong name.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from .contract import COMPONENTS
+from .diagnose import AFFECTS, Diagnosis, catalogue_features, diagnose, same
+from .loader import load
+from .patching import INDEPENDENT_IMPL, load_patched_reference
+from .pitfalls import BY_NAME, CATALOGUE
+
+#: The same mistakes written differently from the catalogue's patches (as another student would):
+#: ``(expected pitfall, patches)``. Measures whether a diagnosis generalises beyond the patch text.
+VARIANTS: tuple[tuple[str, tuple], ...] = (
+    ("no_scaling", (("attention.py", "scores = torch.matmul(q, k.transpose(-2, -1)) * scale",
+                     "scores = torch.einsum('...qd,...kd->...qk', q, k) * (scale if scale != 1.0 / "
+                     "math.sqrt(q.size(-1)) else 1.0)"),)),
+    ("softmax_over_queries", (("attention.py", "weights = F.softmax(scores, dim=-1)",
+                               "e = (scores - scores.amax(dim=-2, keepdim=True)).exp()  # stable, but over queries\n"
+                               "    weights = e / e.sum(dim=-2, keepdim=True)"),)),
+    ("masked_with_zero", (("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores = scores * ~mask"),)),
+    ("causal_mask_blocks_diagonal", (("masks.py", "torch.triu(ones, diagonal=1)", "~torch.tril(ones, diagonal=-1)"),)),
+    ("padding_mask_blocks_queries", (("masks.py", "(tokens == pad_id)[:, None, None, :]",
+                                      "(tokens == pad_id).unsqueeze(1).unsqueeze(-1)"),)),
+    ("heads_merged_without_transpose", (("multihead.py", "heads.transpose(1, 2).reshape(B, Lq, self.d_model)",
+                                         "heads.contiguous().view(B, Lq, self.d_model)"),)),
+    ("relu_instead_of_gelu", (("feedforward.py", "F.gelu(self.linear1(x))", "self.linear1(x).clamp(min=0)"),)),
+    ("tanh_gelu", (("feedforward.py", "F.gelu(self.linear1(x))",
+                    "(lambda h: 0.5 * h * (1 + torch.tanh(0.7978845608028654 * (h + 0.044715 * h ** 3))))"
+                    "(self.linear1(x))"),
+                   ("feedforward.py", "import torch.nn as nn\n", "import torch\nimport torch.nn as nn\n"))),
+    ("positions_start_at_1", (("position.py", "return x + self.pe[:, start : start + x.size(1)].to(x.dtype)",
+                               "return x + self.pe[:, start + 1 : start + 1 + x.size(1)].to(x.dtype)"),)),
+    ("no_weight_tying", (("minigpt.py", "self.lm_head.weight = self.token_embed.weight",
+                          "self.lm_head.weight = nn.Parameter(self.token_embed.weight.detach().clone())"),)),
+    ("mode_not_restored", (("minigpt.py", "self.train(was_training)", "self.train(False)"),)),
+    ("top_k_ignored", (("minigpt.py", "kth_best = torch.topk(next_logits, top_k).values[-1]",
+                        "kth_best = next_logits.min()"),)),
+    ("temperature_multiplied", (("minigpt.py", "probs = F.softmax(next_logits, dim=-1)",
+                                 "probs = F.softmax(next_logits * temperature * temperature, dim=-1)"),)),
+    ("heads_divisibility_not_checked", (("_validation.py", "if d_model % num_heads != 0:",
+                                         "if d_model < num_heads:"),)),
+)
+
+
+_ENCODER_INIT = """    def __init__(self, d_model=512, num_heads=8, d_ff=2048, dropout=0.1, norm_first=True):
+        super().__init__()
+        check_heads(d_model, num_heads)
+        check_positive_int("d_ff", d_ff)
+        self.d_model = d_model
+        self.norm_first = bool(norm_first)
+        self.self_attn = MultiHeadSelfAttention(d_model, num_heads, dropout)
+        self.ffn"""
+
+#: Single mistakes that no catalogue pitfall describes, written independently of the catalogue
+#: (issue 13: both were once named "dropout applied to the residual sum"): ``(component,
+#: description, patches)``. The diagnosis must name nothing for them.
+UNNAMED: tuple[tuple[str, str, tuple], ...] = (
+    ("encoder", "the encoder block's default is Post-LN (norm_first=False)",
+     (("blocks.py", _ENCODER_INIT, _ENCODER_INIT.replace("norm_first=True", "norm_first=False", 1)),)),
+    ("encoder", "the encoder block normalises the residual stream itself: x = norm1(x), then x = x + attn(x)",
+     (("blocks.py", """            attn_out, attn_weights = self.self_attn(self.norm1(x), mask, kv_cache=kv_cache)
+            x = x + self.dropout(attn_out)
+            x = x + self.dropout(self.ffn(self.norm2(x)))""", """            x = self.norm1(x)
+            attn_out, attn_weights = self.self_attn(x, mask, kv_cache=kv_cache)
+            x = x + self.dropout(attn_out)
+            x = self.norm2(x)
+            x = x + self.dropout(self.ffn(x))"""),)),
+)
+
+#: Correct code must get no diagnosis: the reference and the independent implementation.
+CORRECT_IMPLEMENTATIONS = {"the reference": "reference", "the independent implementation": str(INDEPENDENT_IMPL)}
+
+
+def _variations():
+    """The allowed variations (correct code in other styles), if the catalogue exists."""
+    try:
+        from .variations import CATALOGUE as VARIATIONS
+    except ImportError:
+        return ()
+    return VARIATIONS
+
+
+def shown_names(d: Diagnosis) -> list[str]:
+    """The pitfalls a diagnosis's message names: its full matches, else its partial matches."""
+    return [p.name for p in (d.matches or d.partial)]
+
+
+def _behaves_like(table, a: str, b: str, comp: str) -> bool:
+    fa, fb = table[a][comp], table[b][comp]
+    return all(same(fa.get(k), fb.get(k)) for k in set(fa) | set(fb))
+
+
+def _row(table, label: str, comp: str, d: Diagnosis, expected: str | None) -> dict:
+    names = shown_names(d)
+    wrong = [n for n in names if expected is None or not (n == expected or _behaves_like(table, n, expected, comp))]
+    full = [m.name for m in d.matches]
+    named = expected is not None and (expected in full or (bool(full) and not wrong and all(
+        _behaves_like(table, m, expected, comp) for m in full)))
+    return {"row": label, "pitfall": expected, "component": comp, "ok": named if expected else not names,
+            "diagnosed_as": full, "partial": [m.name for m in d.partial], "wrong": wrong, "names": len(names)}
+
+
+def accuracy(progress=None) -> dict:
+    """Diagnose every row (see the module docstring); returns the rows and the totals."""
+    start = time.monotonic()
+    table = catalogue_features()
+    rows, variant_rows, precision_rows = [], [], []
+
+    def add(into: list, row: dict) -> None:
+        into.append(row)
+        if progress:
+            progress(row)
+
+    with tempfile.TemporaryDirectory(prefix="diagnose-acc-") as tmp:
+        for i, p in enumerate(CATALOGUE):
+            torch.manual_seed(1000 + i)
+            impl = load_patched_reference(Path(tmp), p.patches, f"acc_{p.name}")
+            add(rows, _row(table, p.name, p.component, diagnose(impl, [p.component], table)[p.component], p.name))
+        for i, (expected, patches) in enumerate(VARIANTS):
+            torch.manual_seed(2000 + i)
+            comp = BY_NAME[expected].component
+            impl = load_patched_reference(Path(tmp), patches, f"variant_{expected}")
+            add(variant_rows, _row(table, f"variant of {expected}", comp, diagnose(impl, [comp], table)[comp],
+                                   expected))
+        for i, (comp, description, patches) in enumerate(UNNAMED):
+            torch.manual_seed(3000 + i)
+            impl = load_patched_reference(Path(tmp), patches, f"unnamed_{i}")
+            add(precision_rows, _row(table, description, comp, diagnose(impl, [comp], table)[comp], None))
+        for i, v in enumerate(_variations()):
+            torch.manual_seed(4000 + i)
+            impl = load_patched_reference(Path(tmp), v.patches, f"variation_{v.name}")
+            comps = [c for c in COMPONENTS if c in AFFECTS[v.component]]
+            for comp, d in diagnose(impl, comps, table).items():
+                add(precision_rows, _row(table, f"variation {v.name}", comp, d, None))
+    for label, target in CORRECT_IMPLEMENTATIONS.items():
+        for comp, d in diagnose(load(target), COMPONENTS, table).items():
+            add(precision_rows, _row(table, label, comp, d, None))
+    every = rows + variant_rows + precision_rows
+    given = sum(r["names"] for r in every)
+    wrong = [(r["row"], r["component"], n) for r in every for n in r["wrong"]]
+    return {"rows": rows, "correct": sum(r["ok"] for r in rows), "total": len(rows),
+            "variants": variant_rows, "variants_correct": sum(r["ok"] for r in variant_rows),
+            "precision_rows": precision_rows, "names_given": given, "wrong_names": wrong,
+            "precision": (given - len(wrong)) / given if given else 1.0,
+            "false_positives": {f"{r['row']}: {r['component']}": r["wrong"] for r in precision_rows if r["wrong"]},
+            "seconds": round(time.monotonic() - start, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m transformer_spec.diagnose",
+                                     description="Recall and precision of the named diagnoses.")
+    parser.add_argument("--min-rate", type=float, default=0.9, help="exit 1 below this recall (default 0.9)")
+    args = parser.parse_args(argv)
+
+    def show(r):
+        if r["pitfall"] is None and r["ok"]:
+            return  # a correct "nothing named": one line per row would drown the rest
+        mark = "ok  " if r["ok"] and not r["wrong"] else ("WRONG" if r["wrong"] else "MISS")
+        got = r["diagnosed_as"] or r["partial"] or "nothing"
+        extra = "" if r["diagnosed_as"] == [r["pitfall"]] else f" -> {got}"
+        print(f"  {mark:<5} {r['component']:<10} {r['row']}{extra}", flush=True)
+
+    result = accuracy(progress=show)
+    rate = result["correct"] / result["total"]
+    print(f"\nrecall: diagnosed as itself (or an identically behaving pitfall): {result['correct']} / "
+          f"{result['total']} = {rate:.1%}; {result['seconds']} s")
+    vc, vt = result["variants_correct"], len(result["variants"])
+    print(f"the same mistakes written differently (VARIANTS): {vc} / {vt} named correctly")
+    groups = {}
+    for r in result["rows"]:
+        if len(r["diagnosed_as"]) > 1:
+            groups[tuple(sorted(r["diagnosed_as"]))] = r["component"]
+    for names, comp in groups.items():
+        print(f"  indistinguishable on the '{comp}' probes: {', '.join(names)}")
+    clean = sum(1 for r in result["precision_rows"] if r["ok"])
+    print(f"precision: {result['names_given'] - len(result['wrong_names'])} of {result['names_given']} names given "
+          f"are right ({result['precision']:.1%}); nothing named on {clean} / {len(result['precision_rows'])} "
+          f"rows that must get no name ({len(UNNAMED)} unnamed mistakes, {len(_variations())} allowed variations "
+          f"in the components they can change, {' and '.join(CORRECT_IMPLEMENTATIONS)} in every component)")
+    for row, comp, name in result["wrong_names"]:
+        print(f"  WRONG NAME: {row} ({comp}) named `{name}`")
+    return 0 if rate >= args.min_rate and not result["wrong_names"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

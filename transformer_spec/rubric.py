@@ -1,0 +1,205 @@
+"""The rubric: points per component and per test, dropped and hidden tests, forbidden APIs.
+
+Read from TOML (``transformer_spec/rubric.toml`` documents every key), checked against the
+collected tests, and turned into points per test (:func:`assign_points`) whose parts add up to
+each component's points exactly (:func:`round_within`). Used by :mod:`transformer_spec.grading`
+and ``tools.grade``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from . import forbidden
+from .contract import COMPONENTS
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+DEFAULT_RUBRIC = Path(__file__).resolve().parent / "rubric.toml"
+_RUBRIC_KEYS = {"components", "tests", "drop", "hidden", "forbidden"}
+
+
+class RubricError(ValueError):
+    """A rubric that cannot be used; the message says which entry and why."""
+
+
+@dataclass
+class Rubric:
+    """Points per component, per-test points, dropped and hidden tests, forbidden APIs."""
+
+    components: dict[str, float]
+    tests: dict[str, float] = field(default_factory=dict)
+    drop: list[str] = field(default_factory=list)
+    hidden: list[str] = field(default_factory=list)
+    forbidden: list[str] = field(default_factory=lambda: list(forbidden.DEFAULT_FORBIDDEN))
+    source: str = "<rubric>"
+
+    @property
+    def total(self) -> float:
+        return float(sum(self.components.values()))
+
+
+def _number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise RubricError(f"{where} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def _str_list(data: dict, key: str, source: str) -> list[str]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise RubricError(f"rubric {source}: `{key}` must be a list of strings, got {value!r}")
+    return list(value)
+
+
+def parse_rubric(data: dict, source: str = "<rubric>") -> Rubric:
+    """Check and convert a parsed rubric TOML document."""
+    unknown = sorted(set(data) - _RUBRIC_KEYS)
+    if unknown:
+        raise RubricError(
+            f"rubric {source}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"the keys are {', '.join(sorted(_RUBRIC_KEYS))}"
+        )
+    comps = data.get("components")
+    if not isinstance(comps, dict) or not comps:
+        raise RubricError(f"rubric {source}: a [components] table with points per component is required")
+    for name in comps:
+        if name not in COMPONENTS:
+            raise RubricError(
+                f"rubric {source}: unknown component {name!r} in [components]; "
+                f"the components are {', '.join(COMPONENTS)}"
+            )
+    components = {c: _number(comps[c], f"rubric {source}: [components] {c}") for c in COMPONENTS if c in comps}
+    tests_table = data.get("tests", {})
+    if not isinstance(tests_table, dict):
+        raise RubricError(f"rubric {source}: [tests] must be a table of test id = points")
+    tests = {str(k): _number(v, f"rubric {source}: [tests] {k!r}") for k, v in tests_table.items()}
+    hidden = _str_list(data, "hidden", source)
+    forbidden_list = _str_list(data, "forbidden", source) if "forbidden" in data else list(forbidden.DEFAULT_FORBIDDEN)
+    try:
+        forbidden.validate(forbidden_list)
+    except ValueError as exc:
+        raise RubricError(f"rubric {source}: `forbidden`: {exc}") from None
+    return Rubric(components, tests, _str_list(data, "drop", source), hidden, forbidden_list, source)
+
+
+def load_rubric(path: str | os.PathLike | None = None) -> Rubric:
+    """Read and check a rubric file (the default one when ``path`` is None)."""
+    path = Path(path) if path else DEFAULT_RUBRIC
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RubricError(f"rubric {path}: cannot be read: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RubricError(f"rubric {path}: not valid TOML: {exc}") from None
+    return parse_rubric(data, str(path))
+
+
+def matches(key: str, nodeid: str) -> bool:
+    """A rubric test id matches a node id, its parameter cases, or everything under a file/class."""
+    return nodeid == key or nodeid.startswith(key + "[") or nodeid.startswith(key + "::")
+
+
+def component_of_item(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("component")
+    if marker is None:
+        return None
+    if len(marker.args) != 1 or marker.args[0] not in COMPONENTS:
+        raise RubricError(
+            f"{item.nodeid}: @pytest.mark.component({', '.join(map(repr, marker.args))}) names no "
+            f"component; the components are {', '.join(COMPONENTS)}"
+        )
+    return marker.args[0]
+
+
+def check_rubric_against(rubric: Rubric, nodeids: dict[str, str | None], rootdir: Path) -> None:
+    """Every test id of the rubric must name collected tests (``nodeids``: id -> component).
+
+    An id whose file exists but was not collected in this run cannot be checked and is accepted.
+    """
+    collected_files = {n.split("::")[0] for n in nodeids}
+    for where, keys in (("[tests]", list(rubric.tests)), ("drop", rubric.drop), ("hidden", rubric.hidden)):
+        for key in keys:
+            if where == "hidden" and key in COMPONENTS:
+                continue
+            matched = [n for n in nodeids if matches(key, n)]
+            if matched:
+                ungraded = [n for n in matched if nodeids[n] is None]
+                if ungraded and len(ungraded) == len(matched):
+                    raise RubricError(
+                        f"rubric {rubric.source}: {where} names {key!r}, which is not a graded test "
+                        f"(it has no @pytest.mark.component)"
+                    )
+                continue
+            file = key.split("::")[0].split("[")[0]
+            if not (rootdir / file).exists():
+                hint = " (nor a component)" if where == "hidden" else ""
+                raise RubricError(
+                    f"rubric {rubric.source}: {where} names an unknown test {key!r}{hint}: "
+                    f"there is no file {file}"
+                )
+            if file in collected_files:
+                raise RubricError(
+                    f"rubric {rubric.source}: {where} names an unknown test {key!r}: "
+                    f"no test of that name was collected from {file}"
+                )
+
+
+def assign_points(rubric: Rubric, graded: dict[str, str]) -> tuple[dict[str, float], list[str]]:
+    """Points per graded test (``graded``: node id -> component) and the list of dropped ids.
+
+    A component's points are shared by its tests; a rubric ``[tests]`` entry gives the tests it
+    matches their points (split equally among them) out of the component's share.
+    """
+    dropped = [n for n in graded if any(matches(k, n) for k in rubric.drop)]
+    live = {n: c for n, c in graded.items() if n not in dropped}
+    points: dict[str, float] = {}
+    by_component: dict[str, list[str]] = {}
+    for n, c in live.items():
+        by_component.setdefault(c, []).append(n)
+    explicit: dict[str, float] = {}
+    # The most specific key wins: longer keys are applied last.
+    for key in sorted(rubric.tests, key=len):
+        matched = [n for n in live if matches(key, n)]
+        for n in matched:
+            explicit[n] = rubric.tests[key] / len(matched)
+    for comp, ids in by_component.items():
+        budget = rubric.components.get(comp, 0.0)
+        fixed = sum(explicit[n] for n in ids if n in explicit)
+        others = [n for n in ids if n not in explicit]
+        if fixed > budget + 1e-9:
+            raise RubricError(
+                f"rubric {rubric.source}: the [tests] points of component {comp!r} sum to {fixed:g}, "
+                f"more than the component's {budget:g}"
+            )
+        raw = {n: explicit[n] if n in explicit else (budget - fixed) / len(others) for n in ids}
+        points.update(round_within(raw))
+    return points, dropped
+
+
+POINT_DECIMALS = 4  # results.json's points: Gradescope adds them up as written
+
+
+def round_within(raw: dict[str, float], decimals: int = POINT_DECIMALS) -> dict[str, float]:
+    """``raw`` rounded to ``decimals`` so that the parts add up to their rounded sum exactly
+    (largest remainder: the parts rounded down, the missing units to the largest remainders)."""
+    unit = 10 ** decimals
+    total = round(sum(raw.values()) * unit)
+    scaled = {n: v * unit for n, v in raw.items()}
+    units = {n: math.floor(v + 1e-9) for n, v in scaled.items()}
+    missing = total - sum(units.values())
+    order = {n: i for i, n in enumerate(raw)}
+    by_remainder = sorted(raw, key=lambda n: (-(scaled[n] - units[n]), order[n]))
+    for n in by_remainder[:max(missing, 0)]:
+        units[n] += 1
+    return {n: units[n] / unit for n in raw}
