@@ -106,7 +106,7 @@ class GradingState:
     last_write: float = 0.0
     diagnoses: dict[str, str] = field(default_factory=dict)  # component -> diagnosis (transformer_spec/diagnose.py)
     examples: failures.Examples = field(default_factory=failures.Examples)  # the running property's failing calls
-    timeouts: dict[str, float] = field(default_factory=dict)  # node id -> pytest-timeout's limit
+    timeouts: dict[str, tuple[float, float]] = field(default_factory=dict)  # node id -> (limit, timer start)
     ungraded_passed: int = 0  # tests without points (no component, or dropped) that passed
 
 
@@ -429,15 +429,16 @@ def pytest_timeout_set_timer(item: pytest.Item, settings) -> None:
     """pytest-timeout's limit for this test (it then sets the timer itself)."""
     state = _state(item.config)
     if state is not None:
-        state.timeouts[item.nodeid] = float(settings.timeout)
+        state.timeouts[item.nodeid] = (float(settings.timeout), time.monotonic())
 
 
 def _timed_out(item: pytest.Item, call: pytest.CallInfo, state: GradingState) -> float | None:
     """pytest-timeout's limit when it is what stopped ``call`` (it fails the test when it fires)."""
-    limit = state.timeouts.get(item.nodeid)
+    limit, started = state.timeouts.get(item.nodeid, (None, 0.0))
     if limit is None or limit <= 0 or call.excinfo is None:
         return None
-    if call.excinfo.errisinstance(pytest.fail.Exception) and call.duration >= 0.95 * limit:
+    # The timer runs from the start of setup (or of the call): a Failed that came at its limit.
+    if call.excinfo.errisinstance(pytest.fail.Exception) and time.monotonic() - started >= 0.95 * limit:
         return limit
     return None
 
