@@ -28,6 +28,7 @@ from spec_tests import test_snapshots as snapshots
 from spec_tests import test_torch_oracle as oracle
 from transformer_spec import loader
 from transformer_spec.patching import load_patched_reference
+from transformer_spec.pitfalls import BY_NAME as PITFALLS
 
 F32 = torch.float32
 
@@ -55,12 +56,9 @@ MISTAKES = {
     "missing_sqrt_dk_scaling": [
         ("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = 1.0"),
     ],
-    "finite_mask_fill_1e9": [
-        ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores.masked_fill_(mask, -1e9)"),
-    ],
-    "finite_mask_fill_1e4": [
-        ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores.masked_fill_(mask, -1e4)"),
-    ],
+    # issue 13, as the pitfall catalogue writes them
+    "finite_mask_fill_1e9": list(PITFALLS["finite_mask_fill"].patches),
+    "finite_mask_fill_1e4": list(PITFALLS["finite_mask_fill_1e4"].patches),
 }
 
 # For each mistake, golden test functions (with their non-fixture arguments) that must fail.
