@@ -259,3 +259,14 @@ def test_feedback_states_each_components_diagnosis_once_then_its_failing_tests()
     unimportable = grade.Record("bob", "import-error", 0.0, 52.0, {}, "SyntaxError (at bob.py:1)", "bob.py", "",
                                 [dict(t, output="SyntaxError (at bob.py:1)") for t in tests])
     assert grade.feedback_md(unimportable).count("SyntaxError") == 1
+
+
+def test_the_class_graders_points_add_up_to_the_rubrics_exactly(corpus):
+    from transformer_spec import grading
+
+    root, _, records, _, _ = corpus
+    data = json.loads((root / "out" / "students" / "correct" / "results.json").read_text())
+    components = grading.load_rubric().components
+    for comp in {t["tags"][0] for t in data["tests"]}:
+        assert round(sum(t["max_score"] for t in data["tests"] if t["tags"] == [comp]), 9) == components[comp], comp
+    assert round(sum(t["max_score"] for t in data["tests"]), 9) == data["score"] == records["correct"].possible
