@@ -40,6 +40,12 @@ _SPLIT = """        Q = self.W_Q(query).view(B, Lq, self.num_heads, self.d_k).tr
         K = self.W_K(key).view(B, Lk, self.num_heads, self.d_k).transpose(1, 2)
         V = self.W_V(value).view(B, Lk, self.num_heads, self.d_k).transpose(1, 2)
 """
+_HEAD_LOOP = """if mask is not None:  # one (B, Lq, Lk) mask per head
+            mask = check_mask(mask, (B, self.num_heads, Lq, K.size(2))).expand(B, self.num_heads, Lq, K.size(2))
+        outs = [scaled_dot_product_attention(Q[:, h], K[:, h], V[:, h], None if mask is None else mask[:, h],
+                                             dropout=self.dropout) for h in range(self.num_heads)]
+        heads = torch.stack([o for o, _ in outs], dim=1)  # (B, H, Lq, d_k)
+        weights = torch.stack([w for _, w in outs], dim=1)  # (B, H, Lq, Lk)"""
 _HAND_LAYERNORM = '''
 
 class LayerNorm(nn.Module):
@@ -149,6 +155,12 @@ CATALOGUE: tuple[Variation, ...] = (
     _v("heads_split_with_reshape_and_permute", "mha",
        "Heads split with reshape + permute(0, 2, 1, 3) instead of view + transpose(1, 2).",
        ("multihead.py", _SPLIT, _SPLIT.replace(".view(", ".reshape(").replace(".transpose(1, 2)", ".permute(0, 2, 1, 3)"))),
+    _v("heads_in_a_python_loop", "mha",
+       "Each head's attention computed in a Python loop over the heads and stacked: slower, the same result.",
+       ("multihead.py", _SDPA_CALL, _HEAD_LOOP),
+       ("multihead.py", "import torch.nn as nn\n", "import torch\nimport torch.nn as nn\n"),
+       ("multihead.py", "from ._validation import check_dropout, check_features, check_heads\n",
+        "from ._validation import check_dropout, check_features, check_heads, check_mask\n")),
     _v("projections_with_einsum", "mha",
        "x W^T written as einsum with each Linear's weight instead of calling the Linear module.",
        ("multihead.py", _SPLIT, _SPLIT.replace("self.W_Q(query)", 'torch.einsum("bld,ed->ble", query, self.W_Q.weight)')
