@@ -22,6 +22,12 @@ Options:
 Marker ``hidden``: the test's result is shown to students only after publishing
 (Gradescope ``after_published``).
 
+What a student reads (:mod:`transformer_spec.failures`): a failing test's message (expected, got,
+where, a property's smallest example, then the command that re-runs it) is its ``results.json``
+output and, in the terminal, its whole report (``--tb=long`` or ``-vv`` keeps pytest's traceback);
+a submission that cannot be graded at all (not importable, or no contract name) runs no test and
+is described once, with the fix; each component's diagnosis is stated once (``extra_data``).
+
 Scoring rules (``docs/grading.md``): a test earns its points when it passed (all of a property's
 examples), used no forbidden API, and used no contract name that is still a stub (raised
 ``NotImplementedError`` in this run).
