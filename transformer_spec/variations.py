@@ -227,6 +227,18 @@ CATALOGUE: tuple[Variation, ...] = (
        "PyTorch's default initial weights instead of normal(0, 0.02): initial weights are free.",
        ("minigpt.py", "self.apply(_init_weights)", "pass  # PyTorch's default initialisation"),
        ("seq2seq.py", "self.apply(_init_weights)", "pass  # PyTorch's default initialisation")),
+    _v("embedding_dropout", "minigpt",
+       "Dropout on the embeddings plus positions in train mode (GPT-2, the original Transformer): only the "
+       "blocks' and the FFN's dropout positions are fixed.",
+       ("minigpt.py", "self.final_norm = nn.LayerNorm(d_model)", "self.final_norm = nn.LayerNorm(d_model)\n"
+                      "        self.embed_dropout = nn.Dropout(dropout)"),
+       ("minigpt.py", "x = self.pos_encoding(x)\n", "x = self.embed_dropout(self.pos_encoding(x))\n"),
+       ("seq2seq.py", "self.decoder_norm = nn.LayerNorm(d_model)", "self.decoder_norm = nn.LayerNorm(d_model)\n"
+                      "        self.embed_dropout = nn.Dropout(dropout)"),
+       ("seq2seq.py", "memory = self.pos_encoding(self.src_embed(src) * scale)",
+        "memory = self.embed_dropout(self.pos_encoding(self.src_embed(src) * scale))"),
+       ("seq2seq.py", "x = self.pos_encoding(self.tgt_embed(tgt) * scale)",
+        "x = self.embed_dropout(self.pos_encoding(self.tgt_embed(tgt) * scale))")),
     _v("embedding_scale_as_a_power", "minigpt",
        "The embedding scale written d_model ** 0.5 and multiplied on the left.",
        ("minigpt.py", "x = self.token_embed(tokens) * math.sqrt(self.d_model)  # (B, L, D)",
@@ -252,6 +264,14 @@ CATALOGUE: tuple[Variation, ...] = (
     _v("greedy_with_max", "generate",
        "Greedy decoding with torch.max(...).indices instead of argmax.",
        ("minigpt.py", "next_token = int(next_logits.argmax())", "next_token = int(torch.max(next_logits, dim=-1).indices)")),
+    # ------------------------------------------------------------------ errors
+    _v("type_errors_as_value_errors", "errors",
+       "A size or dropout of the wrong type rejected with ValueError instead of TypeError: either is allowed "
+       "when the message names the argument.",
+       ("_validation.py", 'raise TypeError(f"{name} must be a positive int, got {value!r} ({type(value).__name__})")',
+        'raise ValueError(f"{name} must be a positive int, got {value!r} ({type(value).__name__})")'),
+       ("_validation.py", 'raise TypeError(f"dropout must be a float in [0, 1), got {value!r} ({type(value).__name__})")',
+        'raise ValueError(f"dropout must be a float in [0, 1), got {value!r} ({type(value).__name__})")')),
     # ------------------------------------------------------------------ seq2seq
     _v("seq2seq_embeddings_not_scaled", "seq2seq",
        "Seq2SeqTransformer without the sqrt(d_model) embedding scale: the contract fixes only its encoder, "
