@@ -60,7 +60,8 @@ def test_attention_rows_sum_to_one_for_scores_of_1e4(impl, inputs, magnitude):
     assume(raw >= 0.25)  # so that scaling q up reaches the magnitude without overflowing q
     q = q * (magnitude * d_k**0.5 / raw)  # the largest |score| is now `magnitude`
     out, weights = impl.scaled_dot_product_attention(q, k, v, mask)
-    assert_attention_weights_valid(weights, mask, what=f"weights for scores up to {magnitude:g}")
+    assert_attention_weights_valid(weights, mask, what=f"weights for scores up to {magnitude:g}",
+                                   score_size=magnitude)
     # independent computation: stable softmax in float64
     scores = (q.double() @ k.double().transpose(-2, -1)) / d_k**0.5
     if mask is not None:

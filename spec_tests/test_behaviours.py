@@ -197,11 +197,15 @@ def test_eval_mode_output_does_not_depend_on_dropout(impl, kind):
                      what=f"{kind} in eval() with dropout=0.5 vs dropout=0.0", seed="contract: eval() is deterministic")
 
 
-@pytest.mark.parametrize("kind", DROPOUT_CASES + [pytest.param("seq2seq", marks=pytest.mark.component("seq2seq"),
-                                                               id="seq2seq")])
+@pytest.mark.parametrize("kind", DROPOUT_CASES + [pytest.param(k, marks=pytest.mark.component(k), id=k)
+                                                   for k in ("minigpt", "seq2seq")])
 def test_dropout_zero_gives_the_eval_output_in_train_mode(impl, kind):
     """``dropout=0.0`` must reach every dropout inside (sublayers built with their own default 0.1 would not)."""
-    if kind == "seq2seq":
+    if kind == "minigpt":
+        module = _minigpt(impl, dropout=0.0).double()
+        tokens = torch.tensor([[1, 4, 2, 9, 3]])
+        run = lambda m: m(tokens)[0]  # noqa: E731
+    elif kind == "seq2seq":
         module = small_seq2seq(impl, VOCAB, VOCAB).double()
         inputs = (torch.tensor([[1, 5, 2, 7]]), torch.tensor([[3, 1, 4]]))  # (src, tgt)
         run = lambda m: m(*inputs)  # noqa: E731
@@ -216,6 +220,38 @@ def test_dropout_zero_gives_the_eval_output_in_train_mode(impl, kind):
         train_out = run(module.train())
     assert_close(train_out, eval_out, what=f"{kind} built with dropout=0.0: output in train() vs eval() "
                                             f"(any difference means some dropout inside did not get p=0)")
+
+
+def _ffn_sublayer_only(impl, kind):
+    """A Pre-LN block in train() with dropout 0.5 whose attention sublayers output 0 (every W_O
+    zeroed) and whose FFN outputs exactly 1 (linear2.weight = 0, linear2.bias = 1), whatever
+    dropout does inside them; and its input x."""
+    build, shapes, run = _module_cases()[kind]
+    params = seeded(shapes, 27)
+    for name in params:
+        if name.endswith("W_O.weight") or name == "ffn.linear2.weight":
+            params[name] = torch.zeros_like(params[name])
+    params["ffn.linear2.bias"] = torch.ones_like(params["ffn.linear2.bias"])
+    return set_parameters(build(impl, 0.5).double(), params).train(), randn(2, 6, D, seed=28), run
+
+
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.component(k), id=k) for k in ("encoder", "decoder")])
+def test_block_dropout_acts_on_the_sublayer_output(impl, kind):
+    """The block's own dropout: x + drop(ffn(norm(x))) with ffn(...) = 1 gives x + 0 or x + 2 for
+    each entry (inverted dropout with p = 0.5), a random mix of both (seed 000 step 5)."""
+    block, x, run = _ffn_sublayer_only(impl, kind)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        added = run(block, x) - x
+    off = torch.minimum((added - 0).abs(), (added - 2).abs())
+    worst = tuple(int(i) for i in torch.nonzero(off == off.max())[0])
+    assert off.max() < 1e-9, (
+        f"{kind} block (Pre-LN, dropout=0.5, train()) whose FFN outputs exactly 1: expected x + 0 or x + 2 "
+        f"in each entry (x + dropout(ffn(norm(x))), the block's own dropout on the sublayer output), "
+        f"got x + {added[worst].item():.6g} at index {worst}")
+    assert 0 < int((added > 1).sum()) < added.numel(), (
+        f"{kind} block (dropout=0.5, train()): every entry got the same x + {added.flatten()[0].item():.6g}; "
+        f"the block's own dropout must act on its sublayers' outputs (x + dropout(ffn(norm(x))))")
 
 
 def _minigpt(impl, dropout=0.5):

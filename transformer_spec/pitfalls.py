@@ -89,6 +89,12 @@ CATALOGUE: tuple[Pitfall, ...] = (
        "Blocked scores are filled with -10000 (seed 001 section 8.1's 'sufficiently small negative number') "
        "instead of -inf: an allowed score of -20000 loses to the blocked keys; blocked keys must get exactly 0.",
        ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores.masked_fill_(mask, -10000.0)")),
+    _p("softmax_without_max_subtraction", "attention",
+       "softmax written as exp(s) / sum(exp(s)) without subtracting the row maximum first: exp "
+       "overflows to inf for scores above ~88 in float32, and inf / inf is NaN. Subtract "
+       "`scores.amax(-1, keepdim=True)` before exp, or use F.softmax.",
+       ("attention.py", "weights = F.softmax(scores, dim=-1)  # over the keys: each row sums to 1",
+        "exp = scores.exp()\n    weights = exp / exp.sum(dim=-1, keepdim=True)")),
     # ------------------------------------------------------------------ masks
     _p("causal_mask_blocks_diagonal", "masks",
        "Your causal mask also blocks the diagonal: a token must see itself (`triu(..., diagonal=1)`).",
@@ -199,6 +205,11 @@ CATALOGUE: tuple[Pitfall, ...] = (
        "only, x + dropout(attn(...)).",
        ("blocks.py", "x = x + self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))",
         "x = self.dropout(x + attn_out)\n            x = self.dropout(x + self.ffn(self.norm2(x)))")),
+    _p("encoder_sublayer_output_not_dropped", "encoder",
+       "The encoder block never applies its own dropout to the FFN sublayer's output (as when dropout "
+       "lives only inside the sublayers, nanoGPT-style): the contract's block is x + dropout(ffn(norm2(x))) "
+       "(seed 000 step 5).",
+       ("blocks.py", "x = x + self.dropout(self.ffn(self.norm2(x)))", "x = x + self.ffn(self.norm2(x))")),
     # ------------------------------------------------------------------ decoder
     _p("cross_attention_to_itself", "decoder",
        "The decoder's cross-attention attends to the decoder itself: its keys and values must come "
@@ -223,6 +234,10 @@ CATALOGUE: tuple[Pitfall, ...] = (
     _p("decoder_cross_residual_missing", "decoder",
        "The decoder block drops the residual connection around cross-attention.",
        ("blocks.py", "x = x + self.dropout(cross_out)", "x = self.dropout(cross_out)")),
+    _p("decoder_sublayer_output_not_dropped", "decoder",
+       "The decoder block never applies its own dropout to the FFN sublayer's output: the contract's "
+       "block is x + dropout(ffn(norm3(x))), like the encoder's.",
+       ("blocks.py", "x = x + self.dropout(self.ffn(self.norm3(x)))", "x = x + self.ffn(self.norm3(x))")),
     # ------------------------------------------------------------------ position
     _p("sin_cos_swapped", "position",
        "sin and cos are swapped: PE[pos, 2i] = sin(...), PE[pos, 2i+1] = cos(...) (position 0 is 0, 1, 0, 1, ...).",
@@ -273,6 +288,11 @@ CATALOGUE: tuple[Pitfall, ...] = (
        "MiniGPT's causal mask also blocks the diagonal: a token must see itself (`diagonal=1`).",
        ("minigpt.py", "dtype=torch.bool), diagonal=1)", "dtype=torch.bool), diagonal=0)")),
     # ------------------------------------------------------------------ generate
+    _p("minigpt_blocks_keep_their_default_dropout", "minigpt",
+       "MiniGPT builds its blocks without passing its `dropout` on, so they keep their default 0.1: "
+       "MiniGPT(dropout=0.0) still drops activations in train() mode.",
+       ("minigpt.py", "[TransformerEncoderBlock(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)]",
+        "[TransformerEncoderBlock(d_model, num_heads, d_ff) for _ in range(num_layers)]")),
     _p("generate_reads_first_position", "generate",
        "generate takes the logits of the FIRST position: the next token comes from the last one, logits[0, -1].",
        _NO_CACHE, ("minigpt.py", "next_logits = self(window)[0][0, -1]", "next_logits = self(window)[0][0, 0]")),

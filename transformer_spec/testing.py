@@ -219,11 +219,14 @@ def torch_decoder_layer(params: Mapping[str, torch.Tensor], d_model: int, num_he
 
 # --------------------------------------------------------------------------- laws (properties/)
 def assert_attention_weights_valid(weights: torch.Tensor, mask: torch.Tensor | None = None, *,
-                                   what: str = "attention weights") -> None:
+                                   what: str = "attention weights", score_size: float = 1.0) -> None:
     """The softmax law: finite, in [0, 1], blocked entries (``mask`` True) exactly 0, every row
     with at least one allowed key sums to 1, rows whose keys are all blocked are all 0.
 
-    Sums are compared at 1e-5 in float32 and 1e-12 in float64.
+    Sums are compared at 1e-5 in float32 and 1e-12 in float64, or, for scores as large as
+    ``score_size``, at 8 * score_size * the dtype's machine epsilon if that is larger: a score
+    of 1e4 is itself only known to ~1e-3 in float32, so every correct softmax (``F.softmax``,
+    max subtraction, ``exp(s - logsumexp(s))``) may sum to 1 within that much and no closer.
     """
     if not isinstance(weights, torch.Tensor):
         raise AssertionError(f"{what}: expected a torch.Tensor, got {type(weights).__name__}")
@@ -252,6 +255,7 @@ def assert_attention_weights_valid(weights: torch.Tensor, mask: torch.Tensor | N
     rows = w.to(torch.float64).sum(-1)
     allowed = (~blocked).any(-1)
     atol = 1e-5 if w.dtype != torch.float64 else 1e-12
+    atol = max(atol, 8 * score_size * torch.finfo(w.dtype).eps) if w.is_floating_point() else atol
     wrong = allowed & ((rows - 1).abs() > atol)
     if wrong.any():
         i = tuple(int(j) for j in wrong.nonzero()[0])

@@ -111,6 +111,11 @@ CATALOGUE: tuple[Variation, ...] = (
        ("attention.py", "weights = F.softmax(scores, dim=-1)  # over the keys: each row sums to 1",
         "exp = (scores - scores.amax(dim=-1, keepdim=True)).exp()\n"
         "    weights = exp / exp.sum(dim=-1, keepdim=True)")),
+    _v("softmax_via_logsumexp", "attention",
+       "softmax as exp(s - logsumexp(s)): stable, equal to F.softmax up to float rounding (at scores "
+       "of 1e4 a float32 row sums to 1 only within ~1e-3, as the score itself is only that exact).",
+       ("attention.py", "weights = F.softmax(scores, dim=-1)  # over the keys: each row sums to 1",
+        "weights = (scores - scores.logsumexp(dim=-1, keepdim=True)).exp()")),
     _v("mask_filled_with_torch_where", "attention",
        "Blocked scores set to -inf with torch.where instead of masked_fill: the same scores.",
        ("attention.py", _FILL, 'scores = torch.where(mask, torch.full_like(scores, float("-inf")), scores)')),
@@ -278,6 +283,16 @@ CATALOGUE: tuple[Variation, ...] = (
        "decoder and masks.",
        ("seq2seq.py", "memory = self.pos_encoding(self.src_embed(src) * scale)", "memory = self.pos_encoding(self.src_embed(src))"),
        ("seq2seq.py", "x = self.pos_encoding(self.tgt_embed(tgt) * scale)", "x = self.pos_encoding(self.tgt_embed(tgt))")),
+    _v("seq2seq_target_pad_keys_blocked", "seq2seq",
+       "Target pad tokens also blocked as keys of the target self-attention (the Annotated Transformer's "
+       "make_std_mask, PyTorch's tgt_key_padding_mask): free, the contract fixes the target's causality only.",
+       ("seq2seq.py", "tgt_mask = causal_mask(tgt.size(1), device=tgt.device)",
+        "tgt_mask = causal_mask(tgt.size(1), device=tgt.device) | padding_mask(tgt, self.pad_id)")),
+    _v("seq2seq_target_pad_queries_blocked", "seq2seq",
+       "Target pad positions blocked as whole query rows of the target self-attention (a pad query attends "
+       "nothing): free, as above.",
+       ("seq2seq.py", "tgt_mask = causal_mask(tgt.size(1), device=tgt.device)",
+        "tgt_mask = causal_mask(tgt.size(1), device=tgt.device) | (tgt == self.pad_id)[:, None, :, None]")),
     _v("seq2seq_masks_built_inline", "seq2seq",
        "Seq2SeqTransformer builds its masks inline (src == pad_id, triu) instead of calling the mask helpers.",
        ("seq2seq.py", "src_mask = padding_mask(src, self.pad_id)", "src_mask = (src == self.pad_id)[:, None, None, :]"),
