@@ -478,3 +478,18 @@ def test_cov_submission_measures_only_the_submission_file(tmp_path):
     assert len(rows) == 1 and rows[0].startswith(str(sub)), proc.stdout
     assert rows[0].split()[-1] == "9"  # the missed line: unused()'s body
     assert (html / "index.html").exists()
+
+
+def test_a_call_that_does_not_fit_the_signature_quotes_the_contract_row(tmp_path):
+    # The decoder's forward with its own parameter names (as in some public implementations):
+    # the tests pass tgt_mask= by keyword, so the call fails before any line of the block runs.
+    pkg = write_patched_reference(tmp_path, [("blocks.py", "def forward(self, x, memory, tgt_mask=None, memory_mask=None):",
+                                              "def forward(self, x, memory, trg_mask=None, src_mask=None):\n"
+                                              "        tgt_mask, memory_mask = trg_mask, src_mask")], "renamed_decoder")
+    code, results = grade(tmp_path, "spec_tests/test_torch_oracle.py", "-k", "decoder_block", impl=str(pkg))
+    assert code == 1
+    failed = [t for t in results["tests"] if t["status"] == "failed"]
+    assert failed, "the decoder oracle tests pass tgt_mask by keyword: the renamed parameters must fail them"
+    for t in failed:
+        assert "TypeError" in t["output"] and "did not fit its signature" in t["output"], t["output"]
+        assert "forward(x, memory, tgt_mask=None, memory_mask=None)" in t["output"], t["output"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import functools
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import pytest
@@ -201,6 +202,15 @@ def reproduce_command(item: pytest.Item) -> str:
     return f'pytest --impl {impl} "{item.nodeid}"'
 
 
+def signature_hint(uses: Iterable[str]) -> str:
+    """For a TypeError raised before any line of the submission ran: the call did not fit the
+    signature (a parameter named otherwise, one missing). The contract rows say what to write."""
+    rows = [f"  {BY_NAME[n].row}" for n in sorted(set(uses)) if n in BY_NAME]
+    text = ("\nNo line of the submission ran: the test's call did not fit its signature. The tests pass "
+            "arguments by the contract's names (docs/contract.md)")
+    return text + (":\n" + "\n".join(rows) if rows else ".")
+
+
 # --------------------------------------------------------------------------------------------
 # The message of one failure
 # --------------------------------------------------------------------------------------------
@@ -213,11 +223,13 @@ class Failure:
 
 
 def describe(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport, paths: list[str],
-             forbidden_message: str | None, timeout: float | None, examples: Examples) -> Failure:
+             forbidden_message: str | None, timeout: float | None, examples: Examples,
+             uses: Iterable[str] = ()) -> Failure:
     """What went wrong, where, the smallest example (properties) and how to reproduce it.
 
     ``forbidden_message``: the first forbidden-API use of the test, if any; ``timeout``: the
-    pytest-timeout limit when it stopped the test (else None).
+    pytest-timeout limit when it stopped the test (else None); ``uses``: the contract names the
+    test used (their contract rows are quoted when a call did not fit the submission's signature).
     """
     phase = "" if call.when == "call" else f" (during test {call.when})"
     reproduce = f"Reproduce: {reproduce_command(item)}"
@@ -247,6 +259,8 @@ def describe(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport
         tb = submission_frame(exc, paths)
         if tb is not None:
             headline += f"\nraised at {where(tb)}"
+        elif isinstance(exc, TypeError) and paths:
+            headline += signature_hint(uses)
     lines = [headline]
     example = format_example(examples.find(exc) or [])
     if example:

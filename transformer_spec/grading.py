@@ -491,7 +491,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.failed:
         if result.outcome != "failed":
             failure = failures.describe(item, call, report, _paths(state), uses[0].message if uses else None,
-                                        _timed_out(item, call, state), state.examples)
+                                        _timed_out(item, call, state), state.examples, result.uses)
             result.output, result.kind = failure.text, failure.kind
             if not _developer_view(item.config):
                 # The terminal shows what results.json says: expected/got/where, then the command.
