@@ -24,6 +24,7 @@ import pytest
 
 from . import loader
 from .contract import BY_NAME
+from .files import relative
 
 #: the longest repr of one argument shown in a failing example
 MAX_ARG_REPR = 1500
@@ -166,19 +167,10 @@ def submission_frame(exc: BaseException, paths: list[str]):
     return found
 
 
-def rel(path: str) -> str:
-    """``path`` relative to the current folder when it is inside it."""
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if relative.startswith("..") else relative
-
-
 def where(tb) -> str:
     code = tb.tb_frame.f_code
     name = getattr(code, "co_qualname", code.co_name)
-    return f"{rel(code.co_filename)}:{tb.tb_lineno} in {name}"
+    return f"{relative(code.co_filename)}:{tb.tb_lineno} in {name}"
 
 
 def contract_name_of(qualname: str) -> str | None:

@@ -1,4 +1,4 @@
-"""Files that are whole or absent: the one atomic writer every tool and plugin uses."""
+"""Files: the one atomic writer every tool and plugin uses, and paths as a student reads them."""
 
 from __future__ import annotations
 
@@ -31,3 +31,12 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
             pass
         raise
     return path
+
+
+def relative(path: str) -> str:
+    """``path`` relative to the current folder when it is inside it, else as it is (messages)."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel

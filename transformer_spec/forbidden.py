@@ -30,6 +30,7 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from .files import relative
 from .loader import SubmissionError
 
 #: The default list (the rubric's ``forbidden`` key replaces it).
@@ -155,7 +156,7 @@ class Guard:
         where = ""
         if frame is not None:
             filename = frame.f_code.co_filename
-            where = f" (at {_short(filename)}:{frame.f_lineno} in {frame.f_code.co_name})"
+            where = f" (at {relative(filename)}:{frame.f_lineno} in {frame.f_code.co_name})"
         use = Use(api, where)
         self.uses.append(use)
         return use
@@ -301,15 +302,6 @@ def _resolve(api: str):
             break
         return owner, parts[-1], getattr(owner, parts[-1])
     raise ValueError(f"forbidden API {api!r}: no module, class or function of that name")
-
-
-def _short(filename: str) -> str:
-    """``filename`` relative to the working folder when it is inside it, else as it is."""
-    try:
-        rel = os.path.relpath(filename)
-    except ValueError:
-        return filename
-    return filename if rel.startswith("..") else rel
 
 
 def validate(apis: Iterable[str]) -> None:

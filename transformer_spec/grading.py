@@ -50,7 +50,7 @@ import pytest
 
 from . import failures, forbidden, loader
 from .contract import BY_NAME, COMPONENTS
-from .files import atomic_write
+from .files import atomic_write, relative
 from .rubric import (  # noqa: F401 - the rubric's API, also reached as grading.X
     DEFAULT_RUBRIC,
     POINT_DECIMALS,
@@ -725,4 +725,4 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     for note in _notes(config, state, terminal=True):
         tr.write_line(note)
     if state.grade_json is not None:
-        tr.write_line(f"results.json: {failures.rel(str(state.grade_json))}")
+        tr.write_line(f"results.json: {relative(str(state.grade_json))}")
