@@ -222,6 +222,15 @@ def _block_probes(f: Features, name: str, cls, shapes, call, zero_names) -> None
 
     _capture(f, "pre_train_zero_sublayers_is_identity", train_zero_sublayers_is_identity)
 
+    def train_ffn_output_values():  # ffn(...) = 1 exactly: x + dropout(1) is x + 0 or x + 2
+        torch.manual_seed(4)
+        q = {**_zeroed(p, *zero_names), "ffn.linear2.bias": torch.ones_like(p["ffn.linear2.bias"])}
+        m = _module(cls, q, True, d_model=D, num_heads=H, d_ff=FF, dropout=0.5)
+        added = call(m)[0] - _randn(2, 4, D, seed=32)
+        return torch.unique(added.round(decimals=6))  # [0, 2]; [1] when the block does not drop it
+
+    _capture(f, "pre_train_ffn_output_values", train_ffn_output_values)
+
 
 def _probe_encoder(impl, f: Features) -> None:
     x = _randn(2, 4, D, seed=32)
@@ -271,6 +280,15 @@ def _probe_minigpt(impl, f: Features) -> None:
         return m.lm_head.weight.data_ptr() == m.token_embed.weight.data_ptr()
 
     _capture(f, "tied", tied)
+
+    def dropout_zero_is_eval_in_train():
+        m = _minigpt(impl, dropout=0.0)
+        with torch.no_grad():
+            eval_logits = m.eval()(tokens)[0]
+            torch.manual_seed(5)
+            return bool(torch.allclose(m.train()(tokens)[0], eval_logits, rtol=1e-9, atol=1e-12))
+
+    _capture(f, "dropout_zero_is_eval_in_train", dropout_zero_is_eval_in_train)
 
 
 def _probe_generate(impl, f: Features) -> None:
