@@ -270,3 +270,23 @@ def test_the_class_graders_points_add_up_to_the_rubrics_exactly(corpus):
     for comp in {t["tags"][0] for t in data["tests"]}:
         assert round(sum(t["max_score"] for t in data["tests"] if t["tags"] == [comp]), 9) == components[comp], comp
     assert round(sum(t["max_score"] for t in data["tests"]), 9) == data["score"] == records["correct"].possible
+
+
+@pytest.mark.timeout(1200)
+def test_allowed_variations_keep_full_marks_in_the_class_grader(tmp_path):
+    """Correct code written differently must lose no point on the class grader's path either:
+    its hidden re-checks (``transformer_spec/probes.py``) compare with the reference on secret
+    inputs, so a probe that relied on a free choice would call an honest student ``tampering``.
+    The probes' anchors are the oracle tests, so grading on those exercises every probe."""
+    from transformer_spec.patching import write_patched_reference
+    from transformer_spec.variations import CATALOGUE
+
+    for v in CATALOGUE:
+        write_patched_reference(tmp_path / "class" / v.name, v.patches, "my_transformer")
+    settings = grade.Settings([ORACLE], None, grade.Limits(time_limit=60, test_timeout=20, wall=150, memory_mb=2500,
+                                                           max_output_mb=5))
+    records = grade.grade_class(tmp_path / "class", tmp_path / "out", settings, jobs=2, progress=False)
+    assert set(records) == {v.name for v in CATALOGUE}
+    wrong = {name: (r.status, r.total, r.possible, r.detail) for name, r in records.items()
+             if r.status != "ok" or r.total != r.possible or r.possible <= 0}
+    assert not wrong, f"allowed variations that lost points or were flagged in the class grader: {wrong}"
