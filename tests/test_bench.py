@@ -1,5 +1,5 @@
-"""Tests of ``python -m tools.bench`` on tiny sizes and one repetition (the numbers are not checked,
-only that every row is measured, side by side, and reported)."""
+"""Tests of ``python -m tools.bench`` and :mod:`tools.benchmarks` on tiny sizes and one repetition
+(the numbers are not checked, only that every row is measured, side by side, and reported)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from tools import bench
+from tools.benchmarks import graded_run, timing, torch_gpt, workloads
+from tools.cli import ToolError
 from transformer_spec import loader
 
 
@@ -17,57 +19,58 @@ def ref() -> loader.Submission:
 
 def test_side_by_side_alternates_and_takes_the_median():
     order: list[str] = []
-    ours, base = bench.side_by_side(lambda: order.append("a"), lambda: order.append("b"), repeats=4, warmup=1)
+    ours, base = timing.side_by_side(lambda: order.append("a"), lambda: order.append("b"), repeats=4, warmup=1)
     assert order == ["a", "b", "a", "b", "b", "a", "a", "b", "b", "a"]  # warm-up, then alternating
     assert ours >= 0 and base >= 0
 
 
 def test_side_by_side_repeats_short_calls_up_to_min_time():
     calls = {"a": 0, "b": 0}
-    bench.side_by_side(lambda: calls.__setitem__("a", calls["a"] + 1),
-                       lambda: calls.__setitem__("b", calls["b"] + 1), repeats=1, min_time=0.002)
+    timing.side_by_side(lambda: calls.__setitem__("a", calls["a"] + 1),
+                        lambda: calls.__setitem__("b", calls["b"] + 1), repeats=1, min_time=0.002)
     assert calls["a"] > 2 and calls["a"] == calls["b"], calls
 
 
 def test_side_by_side_rejects_zero_repeats():
-    with pytest.raises(bench.ToolError, match="--repeats"):
-        bench.side_by_side(lambda: None, lambda: None, repeats=0)
+    with pytest.raises(ToolError, match="--repeats"):
+        timing.side_by_side(lambda: None, lambda: None, repeats=0)
 
 
 def test_row_ratio_and_target():
-    slow = bench.Row("x", ours=2.0, baseline=1.0, target="<= 1.15x", limit=1.15)
+    slow = timing.Row("x", ours=2.0, baseline=1.0, target="<= 1.15x", limit=1.15)
     assert slow.ratio == 2.0 and slow.met == "NO"
-    fast = bench.Row("y", ours=1.0, baseline=6.0, target=">= 5x faster", speedup=True, limit=5.0)
+    fast = timing.Row("y", ours=1.0, baseline=6.0, target=">= 5x faster", speedup=True, limit=5.0)
     assert fast.ratio == 6.0 and fast.met == "yes"
-    table = bench.format_table([slow, fast, bench.Row("z", 1.0, 1.0, note="a note")])
+    table = timing.format_table([slow, fast, timing.Row("z", 1.0, 1.0, note="a note")])
     assert "| x | 2.0000 | 1.0000 | 2.00x | <= 1.15x | NO |" in table
     assert "6.00x faster" in table and "- z: a note" in table
-    assert "2.00x slower" in bench.format_table([bench.Row("w", ours=2.0, baseline=1.0, speedup=True)])
+    assert "2.00x slower" in timing.format_table([timing.Row("w", ours=2.0, baseline=1.0, speedup=True)])
 
 
 def test_attention_rows(ref):
-    rows = bench.bench_attention(ref, [8], repeats=1, batch=1, d_model=8, num_heads=2, min_time=0.0)
+    rows = workloads.bench_attention(ref, [8], repeats=1, batch=1, d_model=8, num_heads=2, min_time=0.0)
     assert [r.name.split(" L=")[0] for r in rows] == ["sdpa forward", "sdpa forward+backward",
                                                        "MHSA forward", "MHSA forward+backward"]
     assert all(r.ours > 0 and r.baseline > 0 for r in rows)
 
 
 def test_train_row_compares_models_of_the_same_size(ref):
-    row = bench.bench_train(ref, repeats=1, vocab_size=7, d_model=8, num_heads=2, num_layers=1, d_ff=16,
-                            seq_len=6, batch=2)
+    row = workloads.bench_train(ref, repeats=1, vocab_size=7, d_model=8, num_heads=2, num_layers=1, d_ff=16,
+                                seq_len=6, batch=2)
     assert row.note == "" and row.limit == 1.15 and row.ours > 0 and row.baseline > 0
 
 
 def test_torch_native_model_has_minigpts_parameter_count_at_the_benchmark_size(ref):
     sizes = dict(vocab_size=65, d_model=128, num_heads=4, num_layers=4, d_ff=512, max_len=128, dropout=0.1)
-    assert bench.count_parameters(bench.TorchGPT(**sizes)) == bench.count_parameters(ref.MiniGPT(**sizes))
+    count = torch_gpt.count_parameters
+    assert count(torch_gpt.TorchGPT(**sizes)) == count(ref.MiniGPT(**sizes))
 
 
 def test_torch_native_model_computes_minigpt(ref):
     """The baseline is the same function: with MiniGPT's weights copied in, the same logits."""
     sizes = dict(vocab_size=11, d_model=16, num_heads=4, num_layers=2, d_ff=32, max_len=9, dropout=0.0)
     torch.manual_seed(0)
-    ours, theirs = ref.MiniGPT(**sizes).eval(), bench.TorchGPT(**sizes).eval()
+    ours, theirs = ref.MiniGPT(**sizes).eval(), torch_gpt.TorchGPT(**sizes).eval()
     with torch.no_grad():
         theirs.token_embed.weight.copy_(ours.token_embed.weight)
         theirs.final_norm.load_state_dict(ours.final_norm.state_dict())
@@ -84,21 +87,21 @@ def test_torch_native_model_computes_minigpt(ref):
 
 
 def test_generate_row_uses_a_window_that_does_not_slide(ref):
-    row = bench.bench_generate(ref, repeats=1, new_tokens=4, seed_len=2, vocab_size=5, d_model=8, num_heads=2,
-                               num_layers=1, d_ff=8)
+    row = workloads.bench_generate(ref, repeats=1, new_tokens=4, seed_len=2, vocab_size=5, d_model=8,
+                                   num_heads=2, num_layers=1, d_ff=8)
     assert "max_len=6, window never slides" in row.name and row.speedup and row.limit == 5.0
     assert row.note == ""  # cached and uncached chose the same tokens
-    sliding = bench.bench_generate(ref, repeats=1, new_tokens=4, seed_len=2, max_len=3, vocab_size=5, d_model=8,
-                                   num_heads=2, num_layers=1, d_ff=8)
+    sliding = workloads.bench_generate(ref, repeats=1, new_tokens=4, seed_len=2, max_len=3, vocab_size=5,
+                                       d_model=8, num_heads=2, num_layers=1, d_ff=8)
     assert "window slides" in sliding.name and sliding.limit is None
 
 
 def test_suite_command_runs_the_specification_with_the_grading_profile():
-    cmd = bench.suite_command("my_impl.py")
+    cmd = graded_run.suite_command("my_impl.py")
     assert cmd[1:5] == ["-m", "pytest", "spec_tests", "properties"]
     assert "--impl" in cmd and cmd[cmd.index("--impl") + 1] == "my_impl.py"
     assert "-p" in cmd and "no:cacheprovider" in cmd
-    assert bench.grading_profile_exists() and "--hypothesis-profile=grading" in cmd
+    assert graded_run.grading_profile_exists() and "--hypothesis-profile=grading" in cmd
 
 
 def test_suite_row_times_a_real_pytest_run(tmp_path, ref):
@@ -108,13 +111,13 @@ def test_suite_row_times_a_real_pytest_run(tmp_path, ref):
     for folder in ("spec_tests", "properties"):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / f"test_{folder}.py").write_text("def test_ok(impl):\n    assert impl.has('MiniGPT')\n")
-    row = bench.bench_suite("reference", repeats=1, cwd=tmp_path)
+    row = graded_run.bench_suite("reference", repeats=1, cwd=tmp_path)
     assert row.ours > 0 and row.baseline > 0 and row.limit == 8.0
 
 
 def test_suite_row_reports_a_run_that_could_not_start(tmp_path):
-    with pytest.raises(bench.ToolError, match="exited with"):
-        bench.bench_suite("reference", repeats=1, cwd=tmp_path)  # no conftest: --impl is unknown
+    with pytest.raises(ToolError, match="exited with"):
+        graded_run.bench_suite("reference", repeats=1, cwd=tmp_path)  # no conftest: --impl is unknown
 
 
 def test_help_and_bad_arguments(capsys):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests._tools_helpers import TINY
+from tests.tools_helpers import TINY
 from tools import sample, train
 
 

@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from tests._tools_helpers import assert_png
+from tests.tools_helpers import assert_png
 from tools import scaling
 from transformer_spec import loader
 from transformer_spec.patching import load_patched_reference

@@ -1,6 +1,6 @@
 """Tests of ``python -m tools.train`` (and the checkpoint/plot helpers it uses).
 
-Expected figure sizes follow the rule documented in ``tools/_plots.py`` and ``docs/tools.md``:
+Expected figure sizes follow the rule documented in ``tools/figures.py`` and ``docs/tools.md``:
 ``loss.png`` 900x500; heatmap figures 360 px per panel, at most 4 panels a row, plus 60 px title.
 """
 
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests._tools_helpers import TINY, assert_png
-from tools import _plots, train
-from tools._checkpoint import FORMAT, build_model, load_checkpoint, save_checkpoint
-from tools._common import ToolError
-from tools._tasks import ReverseTask, TextTask
+from tests.tools_helpers import TINY, assert_png
+from tools import figures, train
+from tools.checkpoint import FORMAT, build_model, load_checkpoint, save_checkpoint
+from tools.cli import ToolError
+from tools.tasks import ReverseTask, TextTask
 from transformer_spec import loader
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +65,7 @@ def test_plots_have_documented_pixel_sizes(tiny_run):
 
 def test_heatmap_grid_wraps_after_four_panels(tmp_path):
     maps = torch.softmax(torch.randn(6, 5, 5), dim=-1)
-    _plots.plot_attention_heads(maps, list("abcde"), tmp_path / "h.png", layer=3)
+    figures.plot_attention_heads(maps, list("abcde"), tmp_path / "h.png", layer=3)
     assert_png(tmp_path / "h.png", (4 * 360, 2 * 360 + 60))
 
 

@@ -17,9 +17,9 @@ import torch
 
 from transformer_spec.loader import SubmissionError
 
-from ._checkpoint import build_model, load_checkpoint
-from ._common import ToolError, add_impl_argument, fail, load_impl, set_threads
-from ._tasks import ReverseTask, vocab_from_dict
+from .checkpoint import build_model, load_checkpoint
+from .cli import ToolError, add_impl_argument, fail, load_impl, set_threads
+from .tasks import ReverseTask, vocab_from_dict
 
 PROG = "python -m tools.sample"
 

@@ -22,8 +22,8 @@ import torch
 
 from transformer_spec.loader import SubmissionError
 
-from . import _plots
-from ._common import ToolError, add_impl_argument, fail, load_impl, prepare_out_dir, set_threads
+from . import figures
+from .cli import ToolError, add_impl_argument, fail, load_impl, prepare_out_dir, set_threads
 
 PROG = "python -m tools.scaling"
 DEFAULT_D_K = (16, 32, 64, 128, 256, 512, 1024)
@@ -109,7 +109,7 @@ def main(argv=None) -> int:
         print(format_table(rows, args.seq_len))
         print(finding(rows))
         path = Path(out) / "scaling.png"
-        _plots.plot_scaling(rows, path, args.seq_len)
+        figures.plot_scaling(rows, path, args.seq_len)
         print(f"wrote {path}")
     except (ToolError, SubmissionError) as exc:
         fail(parser, exc)

@@ -27,9 +27,9 @@ from tqdm import tqdm
 
 from transformer_spec.loader import SubmissionError
 
-from . import _plots
-from ._checkpoint import build_model, load_checkpoint, save_checkpoint
-from ._common import (
+from . import figures
+from .checkpoint import build_model, load_checkpoint, save_checkpoint
+from .cli import (
     ToolError,
     add_impl_argument,
     fail,
@@ -38,7 +38,7 @@ from ._common import (
     resolve_device,
     set_threads,
 )
-from ._tasks import ReverseTask, TextTask, batch_generator, masked_loss, task_from_dict
+from .tasks import ReverseTask, TextTask, batch_generator, masked_loss, task_from_dict
 
 PROG = "python -m tools.train"
 
@@ -189,9 +189,9 @@ def write_samples(model, task, path, seed: int, metrics: dict) -> str:
 def write_figures(model, task, history: dict, out: Path, seed: int, title: str) -> list[Path]:
     tokens, maps = attention_of(model, task, seed)
     paths = [out / "loss.png", out / "attention_layers.png", out / "attention_heads.png"]
-    _plots.plot_loss(history, paths[0], title=title)
-    _plots.plot_attention_layers(maps, tokens, paths[1])
-    _plots.plot_attention_heads(maps[-1], tokens, paths[2], layer=len(maps))
+    figures.plot_loss(history, paths[0], title=title)
+    figures.plot_attention_layers(maps, tokens, paths[1])
+    figures.plot_attention_heads(maps[-1], tokens, paths[2], layer=len(maps))
     return paths
 
 
@@ -355,12 +355,12 @@ def run(args: argparse.Namespace) -> dict:
             metrics = evaluate(model, task, val_batches)
         checkpoint(total)
         model.cpu()
-        figures = write_figures(model, task, history, out, opts["seed"],
-                                title=f"{task.describe()} -- {impl.target}")
+        figure_paths = write_figures(model, task, history, out, opts["seed"],
+                                     title=f"{task.describe()} -- {impl.target}")
         write_samples(model, task, out / "samples.txt", opts["seed"], metrics)
         train_seconds = time.perf_counter() - started
         summary.update(metrics, seconds=round(train_seconds, 1), out=str(out),
-                       files=[p.name for p in figures] + ["model.pt", "samples.txt", "metrics.json"])
+                       files=[p.name for p in figure_paths] + ["model.pt", "samples.txt", "metrics.json"])
         (out / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n")
         parts = [f"val loss {metrics['val_loss']:.4f}"]
         if "token_acc" in metrics:

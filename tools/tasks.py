@@ -7,13 +7,12 @@ into the checkpoint, so a saved model can be rebuilt with its vocabulary.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from ._common import ToolError
+from .cli import ToolError, require_file
 
 #: The share of a text file held out for validation (its end).
 VAL_FRACTION = 0.1
@@ -208,10 +207,7 @@ class TextTask:
 def read_text_file(path: str, block_size: int) -> str:
     """The text of ``path``, or a :class:`ToolError` naming the problem and the fix."""
     arg = f"--text {path}"
-    if not os.path.exists(path):
-        raise ToolError(f"{arg}: no such file; give the path of a UTF-8 text file")
-    if os.path.isdir(path):
-        raise ToolError(f"{arg}: is a folder; give the path of a UTF-8 text file")
+    require_file(path, arg, "give the path of a UTF-8 text file")
     try:
         with open(path, "rb") as fh:
             raw = fh.read()

@@ -26,7 +26,7 @@ import torch
 
 from transformer_spec.files import atomic_write
 
-from ._common import ToolError
+from .cli import ToolError, require_file
 
 FORMAT = "transformer-spec/minigpt-checkpoint"
 VERSION = 1
@@ -47,10 +47,8 @@ def save_checkpoint(payload: dict, path: str | os.PathLike) -> Path:
 def load_checkpoint(path: str | os.PathLike, argument: str = "CHECKPOINT") -> dict:
     """Read a checkpoint written by :func:`save_checkpoint`; a :class:`ToolError` otherwise."""
     where = f"{argument} {path}"
-    if not os.path.exists(path):
-        raise ToolError(f"{where}: no such file; give a model.pt written by python -m tools.train")
-    if os.path.isdir(path):
-        raise ToolError(f"{where}: is a folder; give the model.pt file inside it")
+    require_file(path, where, "give a model.pt written by python -m tools.train",
+                 folder_fix="give the model.pt file inside it")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any failure to unpickle means the file is unusable

@@ -1,4 +1,5 @@
-"""Shared plumbing of the tools: one-line errors, the implementation, devices, output folders."""
+"""Command-line plumbing shared by the tools: one-line errors, the implementation, devices,
+input files and output folders."""
 
 from __future__ import annotations
 
@@ -71,6 +72,15 @@ def set_threads(threads: int | None) -> int:
         raise ToolError(f"--threads must be at least 1, got {threads}")
     torch.set_num_threads(threads)
     return threads
+
+
+def require_file(path: str | os.PathLike, argument: str, fix: str, folder_fix: str | None = None) -> None:
+    """A :class:`ToolError` unless ``path`` is an existing file: ``"{argument}: no such file; {fix}"``
+    or, for a folder, ``"{argument}: is a folder; {folder_fix or fix}"``."""
+    if not os.path.exists(path):
+        raise ToolError(f"{argument}: no such file; {fix}")
+    if os.path.isdir(path):
+        raise ToolError(f"{argument}: is a folder; {folder_fix or fix}")
 
 
 def prepare_out_dir(path: str | os.PathLike, argument: str = "--out") -> Path:

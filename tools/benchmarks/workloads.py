@@ -1,0 +1,193 @@
+"""The in-process rows: attention, a training step and generation, each against its best
+alternative, and a profile of one of them.
+
+* ``bench_attention``: the contract's ``scaled_dot_product_attention`` and ``MultiHeadSelfAttention``
+  against ``F.scaled_dot_product_attention`` and ``nn.MultiheadAttention``, causal mask.
+* ``bench_train``: one AdamW step of MiniGPT against :class:`.torch_gpt.TorchGPT` (target <= 1.15x).
+* ``bench_generate``: ``use_cache=True`` against ``use_cache=False`` (target >= 5x faster while
+  the window does not slide).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from transformer_spec.loader import Submission
+
+from ..cli import ToolError
+from .graded_run import profile_suite
+from .timing import MIN_TIME, Row, side_by_side
+from .torch_gpt import TorchGPT, count_parameters
+
+PROFILE_TARGETS = ("train", "generate", "suite", "attention")
+
+
+# --------------------------------------------------------------------------------------------
+# Attention against torch's own kernels
+
+
+def bench_attention(impl: Submission, lengths: Sequence[int], repeats: int, batch: int = 4,
+                    d_model: int = 128, num_heads: int = 4, min_time: float = MIN_TIME) -> list[Row]:
+    """Forward and forward+backward of the contract's attention and torch's, causal mask."""
+    rows = []
+    for L in lengths:
+        rows += _attention_rows(impl, L, repeats, batch, d_model, num_heads, min_time)
+    return rows
+
+
+def _attention_rows(impl: Submission, L: int, repeats: int, batch: int, d_model: int,
+                    num_heads: int, min_time: float) -> list[Row]:
+    gen = torch.Generator().manual_seed(L)
+    d_k = d_model // num_heads
+    q, k, v = (torch.randn(batch, num_heads, L, d_k, generator=gen, requires_grad=True) for _ in range(3))
+    x = torch.randn(batch, L, d_model, generator=gen, requires_grad=True)
+    blocked = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)  # True = blocked, both APIs
+    ours_mha = impl.MultiHeadSelfAttention(d_model=d_model, num_heads=num_heads, dropout=0.0)
+    torch_mha = nn.MultiheadAttention(d_model, num_heads, dropout=0.0, bias=False, batch_first=True)
+
+    def sdpa_ours():
+        return impl.scaled_dot_product_attention(q, k, v, blocked)[0]
+
+    def sdpa_torch():
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def mha_ours():
+        return ours_mha(x, blocked)[0]
+
+    def mha_torch():
+        # need_weights with per-head weights: the same outputs as the contract's module.
+        return torch_mha(x, x, x, attn_mask=blocked, need_weights=True, average_attn_weights=False)[0]
+
+    def backward(fn):
+        def step():
+            fn().sum().backward()
+        return step
+
+    rows = []
+    for what, ours, theirs, baseline in (
+        ("sdpa", sdpa_ours, sdpa_torch, "F.scaled_dot_product_attention"),
+        ("MHSA", mha_ours, mha_torch, "nn.MultiheadAttention"),
+    ):
+        with torch.no_grad():
+            t = side_by_side(ours, theirs, repeats, min_time=min_time)
+            rows.append(Row(f"{what} forward L={L} vs {baseline}", *t))
+        rows.append(Row(f"{what} forward+backward L={L} vs {baseline}",
+                        *side_by_side(backward(ours), backward(theirs), repeats, min_time=min_time)))
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# One training step against a torch-native model of the same size
+
+
+def make_train_step(model: nn.Module, tokens: torch.Tensor, targets: torch.Tensor,
+                    returns_tuple: bool) -> Callable[[], float]:
+    """One AdamW step on cross-entropy of ``model(tokens)`` against ``targets``."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model.train()
+
+    def step():
+        out = model(tokens)
+        logits = out[0] if returns_tuple else out
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+def bench_train(impl: Submission, repeats: int, vocab_size=65, d_model=128, num_heads=4, num_layers=4,
+                d_ff=512, seq_len=128, batch=16) -> Row:
+    sizes = dict(vocab_size=vocab_size, d_model=d_model, num_heads=num_heads, num_layers=num_layers,
+                 d_ff=d_ff, max_len=seq_len, dropout=0.1)
+    torch.manual_seed(0)
+    ours = impl.MiniGPT(**sizes)
+    theirs = TorchGPT(**sizes)
+    n_ours, n_theirs = count_parameters(ours), count_parameters(theirs)
+    gen = torch.Generator().manual_seed(0)
+    data = torch.randint(0, vocab_size, (batch, seq_len + 1), generator=gen)
+    tokens, targets = data[:, :-1], data[:, 1:]
+    t = side_by_side(make_train_step(ours, tokens, targets, True),
+                     make_train_step(theirs, tokens, targets, False), repeats)
+    note = "" if n_ours == n_theirs else f"parameter counts differ: MiniGPT {n_ours}, torch-native {n_theirs}"
+    return Row(f"MiniGPT training step (B={batch}, L={seq_len}, {n_ours} params) vs nn.TransformerEncoderLayer",
+               *t, target="<= 1.15x", limit=1.15, note=note)
+
+
+# --------------------------------------------------------------------------------------------
+# Generation with and without the KV cache
+
+
+def bench_generate(impl: Submission, repeats: int, new_tokens: int = 256, seed_len: int = 16,
+                   max_len: int | None = None, vocab_size: int = 65, **sizes) -> Row:
+    """Greedy generation of ``new_tokens`` with ``use_cache=True`` against ``use_cache=False``.
+
+    ``max_len=None`` means ``seed_len + new_tokens``: the window never slides. ``sizes`` go to
+    ``MiniGPT`` (default: the contract's defaults, d_model 128, 4 heads, 4 layers, d_ff 512).
+    """
+    slides = max_len is not None and max_len < seed_len + new_tokens
+    max_len = seed_len + new_tokens if max_len is None else max_len
+    torch.manual_seed(0)
+    model = impl.MiniGPT(vocab_size, max_len=max_len, **sizes)
+    seed = [i % vocab_size for i in range(seed_len)]
+    try:
+        cached = model.generate(seed, max_new_tokens=new_tokens, temperature=0, use_cache=True)
+    except TypeError as exc:
+        raise ToolError(f"--impl {impl.target}: MiniGPT.generate has no use_cache argument ({exc}); "
+                        f"skip this row with --only suite,attention,train") from None
+    plain = model.generate(seed, max_new_tokens=new_tokens, temperature=0, use_cache=False)
+    t = side_by_side(lambda: model.generate(seed, max_new_tokens=new_tokens, temperature=0, use_cache=True),
+                     lambda: model.generate(seed, max_new_tokens=new_tokens, temperature=0, use_cache=False),
+                     repeats, warmup=0)
+    window = f"window slides (max_len={max_len})" if slides else f"max_len={max_len}, window never slides"
+    note = "" if cached == plain else "cached and uncached generation chose different tokens"
+    return Row(f"generate {new_tokens} tokens, seed {seed_len}, {window}: use_cache=True vs False",
+               *t, target=">= 5x faster" if not slides else "", speedup=True,
+               limit=5.0 if not slides else None, note=note)
+
+
+# --------------------------------------------------------------------------------------------
+# Profiles
+
+
+def profile(what: str, impl: Submission, top: int = 15) -> str:
+    """A torch.profiler table (``train``, ``generate``, ``attention``: MHSA forward+backward at
+    L=256) or a cProfile listing (``suite``)."""
+    if what == "suite":
+        return profile_suite(impl.target, top)
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    if what == "train":
+        torch.manual_seed(0)
+        model = impl.MiniGPT(65)
+        data = torch.randint(0, 65, (16, 129), generator=torch.Generator().manual_seed(0))
+        step = make_train_step(model, data[:, :-1], data[:, 1:], True)
+        step()  # warm-up outside the profile
+    elif what == "generate":
+        torch.manual_seed(0)
+        model = impl.MiniGPT(65, max_len=272)
+
+        def step():
+            model.generate(list(range(16)), max_new_tokens=256, temperature=0, use_cache=True)
+        step()
+    elif what == "attention":
+        mha = impl.MultiHeadSelfAttention(d_model=128, num_heads=4, dropout=0.0)
+        x = torch.randn(4, 256, 128, requires_grad=True)
+        blocked = torch.triu(torch.ones(256, 256, dtype=torch.bool), diagonal=1)
+
+        def step():
+            mha(x, blocked)[0].sum().backward()
+        step()
+    else:
+        raise ToolError(f"--profile {what!r}: choose one of {', '.join(PROFILE_TARGETS)}")
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            step()
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top)
