@@ -5,11 +5,18 @@ message that names the argument ... never a bare ``assert``". Each case below pa
 argument and expects such an error whose message names that argument, instead of a traceback
 from deep inside torch (``mat1 and mat2 shapes cannot be multiplied``, ``index out of range in
 self``, ``masked_fill_ only supports boolean masks``).
+
+The tests after ``CASES`` hold the messages to the argument's exact identifier, as a word
+(``seq_len``, not ``SEQ_LEN`` or ``XXseq_lenXX``; :mod:`spec_tests.argument_names`): every case
+of ``CASES``, ``LearnedPositionEmbedding``'s errors (``d_model``, ``x``), Seq2SeqTransformer's bad
+token tensors (``src`` or ``tgt``) and each of its constructor's sizes set to 0.
 """
 
 import pytest
 import torch
 
+from spec_tests.argument_names import names_as_word as _names_as_word
+from spec_tests.argument_names import raises_naming_word as _raises_naming_word
 from transformer_spec.testing import assert_raises_naming, small_seq2seq
 
 pytestmark = pytest.mark.component("errors")
@@ -104,3 +111,54 @@ def test_bad_argument_raises_an_error_naming_it(impl, call, names, request):
     case = request.node.callspec.id
     assert_raises_naming(lambda: call(impl), *names, what=case.replace("_", " ", 1))
 
+
+@pytest.mark.component("errors")
+def test_learned_position_embedding_errors_name_the_argument(impl):
+    _raises_naming_word(lambda: impl.LearnedPositionEmbedding(d_model=0, max_len=4), "d_model",
+                        "LearnedPositionEmbedding(d_model=0)")
+    emb = impl.LearnedPositionEmbedding(d_model=D, max_len=4)
+    _raises_naming_word(lambda: emb(torch.zeros(1, 3, D + 1)), "x",
+                        "LearnedPositionEmbedding on x with d_model + 1 features")
+    _raises_naming_word(lambda: emb(torch.zeros(3, D)), "x", "LearnedPositionEmbedding on a 2-D x")
+
+
+@pytest.mark.component("errors")
+def test_bad_argument_errors_name_the_argument_by_its_identifier(impl):
+    wrong = []
+    for case, call, names in CASES:
+        try:
+            call(impl)
+        except (ValueError, TypeError) as exc:
+            if not any(_names_as_word(str(exc), n) for n in names):
+                wrong.append(f"{case}: {type(exc).__name__}({str(exc)!r}) does not name {' or '.join(names)}")
+        except Exception as exc:  # noqa: BLE001 - the wrong kind of error
+            wrong.append(f"{case}: expected ValueError/TypeError, got {type(exc).__name__}: {exc}")
+        else:
+            wrong.append(f"{case}: nothing was raised")
+    assert not wrong, ("error messages must name the argument by its exact identifier, as a word:\n  "
+                       + "\n  ".join(wrong))
+
+
+@pytest.mark.component("errors")
+@pytest.mark.parametrize(("case", "names"), [
+    ("src_float", ("src",)), ("tgt_float", ("tgt",)), ("src_out_of_vocabulary", ("src",)),
+    ("tgt_out_of_vocabulary", ("tgt",)), ("src_one_dimensional", ("src",)), ("tgt_one_dimensional", ("tgt",)),
+])
+def test_seq2seq_bad_tokens_name_src_or_tgt(impl, case, names):
+    good_src, good_tgt = torch.tensor([[1, 2, 3]]), torch.tensor([[1, 2]])
+    bad = {"float": lambda t: t.double(), "out_of_vocabulary": lambda t: t + 20, "one_dimensional": lambda t: t[0]}
+    which, kind = case.split("_", 1)
+    src = bad[kind](good_src) if which == "src" else good_src
+    tgt = bad[kind](good_tgt) if which == "tgt" else good_tgt
+    model = small_seq2seq(impl, 11, 13)
+    _raises_naming_word(lambda: model(src, tgt), names[0], f"Seq2SeqTransformer with {which} {kind.replace('_', ' ')}")
+
+
+@pytest.mark.component("errors")
+@pytest.mark.parametrize("arg", ["src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "num_encoder_layers",
+                                 "num_decoder_layers", "d_ff", "max_len"])
+def test_seq2seq_constructor_errors_name_the_argument(impl, arg):
+    kwargs = dict(src_vocab_size=11, tgt_vocab_size=13, d_model=D, num_heads=H, num_encoder_layers=1,
+                  num_decoder_layers=1, d_ff=FF, max_len=8, dropout=0.0)
+    kwargs[arg] = 0
+    _raises_naming_word(lambda: impl.Seq2SeqTransformer(**kwargs), arg, f"Seq2SeqTransformer({arg}=0)")

@@ -225,7 +225,7 @@ def grade_in_subprocess(tmp_path: Path, *args: str, impl: str) -> dict:
 def test_same_submission_graded_twice_gives_identical_reports(tmp_path):
     pkg = write_patched_reference(tmp_path, [("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = 1.0")],
                                   "no_scaling")
-    args = ("properties/test_law5_variance.py", "spec_tests/test_seed001_worked_example.py")
+    args = ("properties/test_score_variance.py", "spec_tests/test_seed001_worked_example.py")
     first = grade_in_subprocess(tmp_path, *args, impl=str(pkg))
     second = grade_in_subprocess(tmp_path, *args, impl=str(pkg))
     first.pop("execution_time"), second.pop("execution_time")
@@ -237,7 +237,7 @@ def test_same_submission_graded_twice_gives_identical_reports(tmp_path):
     text = failing_property[0]["output"]
     # The example is the test's own arguments (d_k, seed), whatever hypothesis prints.
     assert "d_k = " in text and "seed = " in text, text
-    assert f'Reproduce: pytest --impl {pkg} "properties/test_law5_variance.py::' in text
+    assert f'Reproduce: pytest --impl {pkg} "properties/test_score_variance.py::' in text
 
 
 # ------------------------------------------------------------------------------------------------

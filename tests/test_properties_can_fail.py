@@ -17,19 +17,10 @@ from properties import (
     test_block_laws as block_laws,
 )
 from properties import (
-    test_law1_softmax_rows as law1,
+    test_causality as causality,
 )
 from properties import (
-    test_law2_causality as law2,
-)
-from properties import (
-    test_law3_permutation as law3,
-)
-from properties import (
-    test_law4_linearity as law4,
-)
-from properties import (
-    test_law5_variance as law5,
+    test_linearity as linearity,
 )
 from properties import (
     test_mha_laws as mha_laws,
@@ -38,10 +29,19 @@ from properties import (
     test_model_laws as model_laws,
 )
 from properties import (
+    test_permutation as permutation,
+)
+from properties import (
     test_position_and_mask_laws as pos_laws,
 )
 from properties import (
+    test_score_variance as score_variance,
+)
+from properties import (
     test_seq2seq_padding as s2s_padding,
+)
+from properties import (
+    test_softmax_rows as softmax_rows,
 )
 from transformer_spec.patching import load_patched_reference
 from transformer_spec.pitfalls import BY_NAME as PITFALLS
@@ -162,42 +162,42 @@ PRE, POST = {"norm_first": True}, {"norm_first": False}
 
 # (property, patches, extra keyword arguments, text the failure message must contain)
 CASES = [
-    # law 1
-    (law1.test_attention_rows_sum_to_one, [SOFTMAX_OVER_QUERIES], {}, "scaled_dot_product_attention weights"),
-    (law1.test_attention_rows_sum_to_one_for_scores_of_1e4, [SOFTMAX_UNSTABLE], {}, "non-finite"),
-    (law1.test_multihead_attention_rows_sum_to_one, [SOFTMAX_OVER_QUERIES], {"self_attention": False}, "sums to"),
-    (law1.test_multihead_attention_rows_sum_to_one, [MASK_LEAKS], {"self_attention": True}, "blocked entry"),
-    (law1.test_encoder_block_attention_rows_sum_to_one, [ENC_PRE_MASK_DROPPED], PRE, "blocked entry"),
-    (law1.test_decoder_block_self_and_cross_attention_rows_sum_to_one, [DEC_PRE_TGT_MASK_DROPPED], PRE, "blocked entry"),
-    (law1.test_minigpt_attention_maps_rows_sum_to_one, [GPT_MAPS_TRANSPOSED], {}, "attn_maps"),
-    (law1.test_attention_fully_blocked_rows_give_zero_weights_and_outputs, [BLOCKED_ROWS_NAN], {}, "non-finite"),
-    (law1.test_blocked_keys_get_zero_weight_however_low_the_allowed_scores, FINITE_FILL, {}, "blocked entry"),
-    (law1.test_blocked_keys_get_zero_weight_however_low_the_allowed_scores, FINITE_FILL_1E4, {}, "blocked entry"),
-    # law 2
-    (law2.test_attention_causal_outputs_unaffected_by_future, [CAUSAL_BLOCKS_DIAGONAL, MASK_LEAKS], {}, "positions <="),
-    (law2.test_multihead_self_attention_causal_outputs_unaffected_by_future, [MHA_MASK_DROPPED], {}, "positions <="),
-    (law2.test_encoder_block_causal_outputs_unaffected_by_future, [ENC_PRE_MASK_DROPPED], PRE, "positions <="),
-    (law2.test_decoder_block_causal_outputs_unaffected_by_future, [DEC_PRE_TGT_MASK_DROPPED], PRE, "positions <="),
-    (law2.test_minigpt_logits_unaffected_by_future_tokens, [GPT_NOT_CAUSAL], {}, "positions <="),
-    (law2.test_minigpt_prefix_logits_equal_full_sequence_logits, [GPT_POSITIONS_FROM_END], {}, "first"),
-    (law2.test_seq2seq_logits_unaffected_by_future_target_tokens, [S2S_NOT_CAUSAL], {}, "positions <="),
-    (law2.test_seq2seq_prefix_logits_equal_full_target_logits, [S2S_NOT_CAUSAL], {}, "first"),
-    # law 3
-    (law3.test_multihead_self_attention_is_permutation_equivariant, [HEADS_SPLIT_WITHOUT_TRANSPOSE], {}, "permuted"),
-    (law3.test_encoder_block_is_permutation_equivariant, [ENC_PRE_FFN_CUMSUM], PRE, "permuted"),
-    (law3.test_feedforward_is_permutation_equivariant, [FFN_MIXES_POSITIONS], {}, "permuted"),
-    (law3.test_attention_is_invariant_to_permuting_keys_and_values_together, [KEY_INDEX_BIAS], {}, "permuted by"),
-    (law3.test_multihead_attention_is_invariant_to_permuting_keys_and_values_together, [KEY_INDEX_BIAS], {}, "permuted by"),
-    (law3.test_decoder_block_is_invariant_to_permuting_memory, [DEC_PRE_MEMORY_KEYS_CUMSUM], PRE, "permuted by"),
-    (law3.test_sinusoidal_encoding_breaks_permutation_equivariance, [PE_SAME_FOR_ALL], {}, "only permuted"),
-    # law 4
-    (law4.test_attention_is_linear_in_values, [VALUES_NONLINEAR], {}, "attn(q, k,"),
-    (law4.test_attention_weights_do_not_depend_on_values, [WEIGHTS_SEE_VALUES], {}, "other values"),
-    (law4.test_multihead_attention_is_linear_in_values, [VALUE_FROM_KEY], {}, "same combination"),
-    # law 5
-    (law5.test_attention_scaled_scores_have_unit_variance, [NO_SCALING], {}, "variance"),
-    (law5.test_attention_scaled_scores_have_unit_variance, [SCALE_BY_D_K], {}, "variance"),
-    (law5.test_attention_unscaled_scores_have_variance_d_k, [FLOAT_SCALE_IGNORED], {}, "variance"),
+    # law 1: attention weights are a softmax over the keys
+    (softmax_rows.test_attention_rows_sum_to_one, [SOFTMAX_OVER_QUERIES], {}, "scaled_dot_product_attention weights"),
+    (softmax_rows.test_attention_rows_sum_to_one_for_scores_of_1e4, [SOFTMAX_UNSTABLE], {}, "non-finite"),
+    (softmax_rows.test_multihead_attention_rows_sum_to_one, [SOFTMAX_OVER_QUERIES], {"self_attention": False}, "sums to"),
+    (softmax_rows.test_multihead_attention_rows_sum_to_one, [MASK_LEAKS], {"self_attention": True}, "blocked entry"),
+    (softmax_rows.test_encoder_block_attention_rows_sum_to_one, [ENC_PRE_MASK_DROPPED], PRE, "blocked entry"),
+    (softmax_rows.test_decoder_block_self_and_cross_attention_rows_sum_to_one, [DEC_PRE_TGT_MASK_DROPPED], PRE, "blocked entry"),
+    (softmax_rows.test_minigpt_attention_maps_rows_sum_to_one, [GPT_MAPS_TRANSPOSED], {}, "attn_maps"),
+    (softmax_rows.test_attention_fully_blocked_rows_give_zero_weights_and_outputs, [BLOCKED_ROWS_NAN], {}, "non-finite"),
+    (softmax_rows.test_blocked_keys_get_zero_weight_however_low_the_allowed_scores, FINITE_FILL, {}, "blocked entry"),
+    (softmax_rows.test_blocked_keys_get_zero_weight_however_low_the_allowed_scores, FINITE_FILL_1E4, {}, "blocked entry"),
+    # law 2: causality (outputs at positions <= t ignore positions > t)
+    (causality.test_attention_causal_outputs_unaffected_by_future, [CAUSAL_BLOCKS_DIAGONAL, MASK_LEAKS], {}, "positions <="),
+    (causality.test_multihead_self_attention_causal_outputs_unaffected_by_future, [MHA_MASK_DROPPED], {}, "positions <="),
+    (causality.test_encoder_block_causal_outputs_unaffected_by_future, [ENC_PRE_MASK_DROPPED], PRE, "positions <="),
+    (causality.test_decoder_block_causal_outputs_unaffected_by_future, [DEC_PRE_TGT_MASK_DROPPED], PRE, "positions <="),
+    (causality.test_minigpt_logits_unaffected_by_future_tokens, [GPT_NOT_CAUSAL], {}, "positions <="),
+    (causality.test_minigpt_prefix_logits_equal_full_sequence_logits, [GPT_POSITIONS_FROM_END], {}, "first"),
+    (causality.test_seq2seq_logits_unaffected_by_future_target_tokens, [S2S_NOT_CAUSAL], {}, "positions <="),
+    (causality.test_seq2seq_prefix_logits_equal_full_target_logits, [S2S_NOT_CAUSAL], {}, "first"),
+    # law 3: permutation equivariance and invariance
+    (permutation.test_multihead_self_attention_is_permutation_equivariant, [HEADS_SPLIT_WITHOUT_TRANSPOSE], {}, "permuted"),
+    (permutation.test_encoder_block_is_permutation_equivariant, [ENC_PRE_FFN_CUMSUM], PRE, "permuted"),
+    (permutation.test_feedforward_is_permutation_equivariant, [FFN_MIXES_POSITIONS], {}, "permuted"),
+    (permutation.test_attention_is_invariant_to_permuting_keys_and_values_together, [KEY_INDEX_BIAS], {}, "permuted by"),
+    (permutation.test_multihead_attention_is_invariant_to_permuting_keys_and_values_together, [KEY_INDEX_BIAS], {}, "permuted by"),
+    (permutation.test_decoder_block_is_invariant_to_permuting_memory, [DEC_PRE_MEMORY_KEYS_CUMSUM], PRE, "permuted by"),
+    (permutation.test_sinusoidal_encoding_breaks_permutation_equivariance, [PE_SAME_FOR_ALL], {}, "only permuted"),
+    # law 4: attention is linear in V
+    (linearity.test_attention_is_linear_in_values, [VALUES_NONLINEAR], {}, "attn(q, k,"),
+    (linearity.test_attention_weights_do_not_depend_on_values, [WEIGHTS_SEE_VALUES], {}, "other values"),
+    (linearity.test_multihead_attention_is_linear_in_values, [VALUE_FROM_KEY], {}, "same combination"),
+    # law 5: the scaled scores' variance
+    (score_variance.test_attention_scaled_scores_have_unit_variance, [NO_SCALING], {}, "variance"),
+    (score_variance.test_attention_scaled_scores_have_unit_variance, [SCALE_BY_D_K], {}, "variance"),
+    (score_variance.test_attention_unscaled_scores_have_variance_d_k, [FLOAT_SCALE_IGNORED], {}, "variance"),
     # attention
     (attn_laws.test_attention_weights_invariant_to_shifting_every_key, [DISTANCE_SCORES], {}, "to every key"),
     (attn_laws.test_attention_scale_argument_multiplies_the_scores, [SCALE_BY_D_K], {}, "scale=None"),
@@ -274,7 +274,8 @@ def test_property_fails_on_broken_implementation(case, tmp_path):
 
 def test_every_property_has_a_broken_implementation():
     """No property in properties/ is left without a case above."""
-    modules = [law1, law2, law3, law4, law5, attn_laws, mha_laws, block_laws, pos_laws, model_laws, s2s_padding]
+    modules = [softmax_rows, causality, permutation, linearity, score_variance,
+               attn_laws, mha_laws, block_laws, pos_laws, model_laws, s2s_padding]
     properties = {
         f"{m.__name__}.{name}" for m in modules for name in dir(m)
         if name.startswith("test_") and callable(getattr(m, name))
