@@ -109,7 +109,7 @@ def test_forged_files_are_gone_and_outputs_are_the_graders(corpus):
         data = json.loads((d / "results.json").read_text())
         jsonschema.validate(data, GRADESCOPE_SCHEMA)
         assert data["score"] == pytest.approx(r.total, abs=0.01), student
-        assert f"{grade._num(r.total)} / {grade._num(r.possible)}" in (d / "feedback.md").read_text()
+        assert f"{grade.format_number(r.total)} / {grade.format_number(r.possible)}" in (d / "feedback.md").read_text()
     assert not list(out.rglob("*.tmp")), "no temporary file may be left"
 
 

@@ -1,0 +1,174 @@
+"""The batch: every submission of a class (or of one shard) graded in a pool of threads, each in
+its own children, with resume; and the merge of the outputs of shards."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import tempfile
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from pathlib import Path
+
+from transformer_spec import probes
+from transformer_spec.contract import COMPONENTS
+
+from .children import kill_all, stop_new_children
+from .decision import empty_record, grade_entry
+from .output import Output, remove_temp_files
+from .record import Record, format_number
+from .settings import STATE_DIR, GradeError, Settings
+from .submissions import Entry, discover, shard_of, submission_hash
+from .suite import Context, Suite, collect_skeleton
+
+
+def _components(skeleton: list[dict]) -> list[str]:
+    present = {t["tags"][0] for t in skeleton}
+    return [c for c in COMPONENTS if c in present]
+
+
+def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int | None = None,
+                resume: bool = False, shard: tuple[int, int] = (1, 1), progress: bool = True) -> dict[str, Record]:
+    """Grade every submission of ``submissions`` (this shard's part) into ``out``; returns the records."""
+    out = out.resolve()
+    submissions = submissions.resolve()
+    if out == submissions or submissions in out.parents:
+        raise GradeError("--out must not be inside the submissions folder")
+    entries = [e for e in discover(submissions) if shard[1] == 1 or shard_of(e.student, shard[1]) == shard[0]]
+    suite = Suite()
+    config = {"fingerprint": settings.fingerprint(suite.sha256), "shard": list(shard)}
+    state = out / STATE_DIR
+    output = Output(out)
+    if out.exists() and any(out.iterdir()):
+        old = state / "config.json"
+        if not resume:
+            raise GradeError(f"{out} is not empty: pass --resume to continue that grading, or choose an empty folder")
+        if not old.is_file():
+            raise GradeError(f"{out} holds no grading of this tool (no {old}); choose an empty folder")
+        if json.loads(old.read_text()) != config:
+            raise GradeError(f"{out} was graded with other settings (tests, rubric, limits, suite or shard); "
+                             "resume with the same ones, or choose an empty folder")
+        remove_temp_files(out)
+        output.adopt_existing()
+        output.load_records()
+        _remove_old_tmp_roots(state)
+    out.mkdir(parents=True, exist_ok=True)
+    output.write(state / "config.json", json.dumps(config, indent=1, sort_keys=True) + "\n")
+    tmp_root = Path(tempfile.mkdtemp(prefix="transformer-spec-grade-"))
+    output.write(state / f"tmp-root-{os.getpid()}.txt", str(tmp_root))
+    try:
+        ctx = Context(settings, suite, tmp_root, seed=secrets.randbelow(2**31 - 1000))
+        collect_skeleton(ctx)
+        if settings.probes:
+            ctx.expected = probes.expected_outputs(ctx.seed)
+        comps = _components(ctx.skeleton)
+        todo = []
+        for e in entries:
+            rec = output.records.get(e.student)
+            if rec is not None and rec.submission_sha256 == submission_hash(e):
+                continue
+            todo.append(e)
+        # Students no longer in the folder (or in another shard) are not in this gradebook.
+        keep = {e.student for e in entries}
+        output.records = {s: r for s, r in output.records.items() if s in keep}
+        output.write(out / "gradebook.csv", output.gradebook(comps))
+        jobs = jobs or os.cpu_count() or 1
+        bar = _progress(len(entries), len(entries) - len(todo), progress)
+        pool = ThreadPoolExecutor(max_workers=jobs)
+        try:
+            pending = {pool.submit(_grade_safely, e, ctx) for e in todo}
+            while pending:
+                done, pending = wait(pending, timeout=2.0, return_when=FIRST_COMPLETED)
+                output.sweep(protect={tmp_root})  # also while children run: nothing forged stays
+                for fut in done:
+                    _saved(fut, output, out, comps, bar)
+
+        except BaseException:
+            # Ctrl-C (or any error): nothing more is started, the running children are ended,
+            # and nothing half-written is left (every file is replaced atomically).
+            stop_new_children()
+            pool.shutdown(wait=False, cancel_futures=True)
+            kill_all()
+            pool.shutdown(wait=True)
+            raise
+        pool.shutdown(wait=True)
+        if bar is not None:
+            bar.close()
+        output.sweep(protect={tmp_root})
+        return output.records
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
+        (state / f"tmp-root-{os.getpid()}.txt").unlink(missing_ok=True)
+
+
+def _saved(fut, output: Output, out: Path, comps: list[str], bar) -> None:
+    record, run, cov = fut.result()
+    output.save(record, run, cov, record.tests)
+    if cov is not None:
+        shutil.rmtree(cov.parent, ignore_errors=True)
+    output.write(out / "gradebook.csv", output.gradebook(comps))
+    if bar is not None:
+        bar.set_postfix_str(f"{record.student}: {record.status} {format_number(record.total)}", refresh=False)
+        bar.update(1)
+
+
+def _remove_old_tmp_roots(state: Path) -> None:
+    """Sandboxes of a run that was killed (their path was noted in OUT/.grade)."""
+    for note in state.glob("tmp-root-*.txt"):
+        root = Path(note.read_text().strip())
+        if root.name.startswith("transformer-spec-grade-") and root.parent == Path(tempfile.gettempdir()):
+            shutil.rmtree(root, ignore_errors=True)
+        note.unlink(missing_ok=True)
+
+
+def _grade_safely(entry: Entry, ctx: Context):
+    try:
+        return grade_entry(entry, ctx)
+    except Exception as exc:  # noqa: BLE001 - a bug of the tool must not stop the batch
+        rec = empty_record(entry, ctx, "grader-error", f"{type(exc).__name__}: {exc}", "none")
+        return rec, None, None
+
+
+def _progress(total: int, done: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=done, unit="submission", desc="grading", dynamic_ncols=True)
+
+
+def merge(outs: list[Path], dest: Path) -> dict[str, Record]:
+    """Combine the outputs of shards (same settings) into ``dest``."""
+    configs, records = [], {}
+    sources: dict[str, Path] = {}
+    for o in outs:
+        cfg = o / STATE_DIR / "config.json"
+        if not cfg.is_file():
+            raise GradeError(f"{o} is not an output of tools.grade (no {cfg})")
+        configs.append(json.loads(cfg.read_text()))
+        part = Output(o)
+        part.load_records()
+        for s, r in part.records.items():
+            if s in records:
+                raise GradeError(f"student {s!r} is in both {sources[s]} and {o}: merge the outputs of distinct shards")
+            records[s], sources[s] = r, o
+    prints = {json.dumps(c["fingerprint"], sort_keys=True) for c in configs}
+    if len(prints) != 1:
+        raise GradeError("the outputs were graded with different settings (tests, rubric, limits or suite)")
+    dest = dest.resolve()
+    if dest.exists() and any(dest.iterdir()):
+        raise GradeError(f"{dest} is not empty")
+    output = Output(dest)
+    for s, src in sources.items():
+        sd = src / "students" / s
+        for p in sorted(sd.rglob("*")):
+            if p.is_file():
+                output.write(dest / "students" / s / p.relative_to(sd), p.read_bytes())
+    output.records = records
+    output.write(dest / STATE_DIR / "config.json",
+                 json.dumps({"fingerprint": configs[0]["fingerprint"], "merged": [str(o) for o in outs]},
+                            indent=1, sort_keys=True) + "\n")
+    comps = sorted({c for r in records.values() for t in r.tests for c in t["tags"]}, key=COMPONENTS.index)
+    output.write(dest / "gradebook.csv", output.gradebook(comps))
+    return records

@@ -1,0 +1,172 @@
+"""The child processes: started under limits with a fresh signed report channel, watched, killed."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformer_spec import isolation
+
+from .settings import LOG_KEEP, GradeError, Limits
+
+# Runs first in every child: limits, then exec. resource limits and the parent-death signal are
+# set here (not in a preexec_fn, which is unsafe in the parent's threads).
+LAUNCHER = """\
+import ctypes, os, resource, signal, sys
+mem, fsize, parent = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+if mem > 0:
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+if fsize > 0:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+except Exception:
+    pass
+if os.getppid() != parent:
+    os._exit(70)
+os.execv(sys.argv[4], sys.argv[4:])
+"""
+
+
+@dataclass
+class ChildRun:
+    messages: list[dict] = field(default_factory=list)
+    forged: str | None = None
+    returncode: int | None = None
+    timed_out: bool = False
+    output_limit: bool = False
+    output_bytes: int = 0
+    head: bytes = b""
+    tail: bytes = b""
+    seconds: float = 0.0
+
+    def log(self) -> str:
+        text = self.head.decode(errors="replace")
+        if self.output_bytes > len(self.head):
+            skipped = self.output_bytes - len(self.head) - len(self.tail)
+            if skipped > 0:
+                text += f"\n... [{skipped} bytes not kept] ...\n"
+            text += self.tail.decode(errors="replace")
+        return text
+
+
+_LIVE: set[subprocess.Popen] = set()
+_LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+
+def stop_new_children() -> None:
+    """From now on ``run_child`` starts nothing (the batch is stopping)."""
+    _STOPPING.set()
+
+
+def kill_all() -> None:
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+    for proc in procs:
+        _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_child(cmd: list[str], *, cwd: Path, env: dict, limits: Limits, extra: dict, wall: float) -> ChildRun:
+    """Run ``cmd`` under the limits with a fresh report channel; collect its verified messages."""
+    key = secrets.token_bytes(isolation.KEY_BYTES)
+    rep_r, key_r, rep_w, channel = isolation.make_pipes(key, extra)
+    env = dict(env, **{isolation.ENV_VAR: channel})
+    mem = int(limits.memory_mb) * 2**20 if limits.memory_mb else 0
+    fsize = 512 * 2**20
+    full = [sys.executable, "-I", "-c", LAUNCHER, str(mem), str(fsize), str(os.getpid()), *cmd]
+    run = ChildRun()
+    reader = isolation.Reader(key)
+    start = time.monotonic()
+    try:
+        with _LIVE_LOCK:
+            if _STOPPING.is_set():
+                raise GradeError("the batch is stopping")
+            proc = subprocess.Popen(full, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, pass_fds=(key_r, rep_w), start_new_session=True)
+            _LIVE.add(proc)
+    except BaseException:
+        os.close(rep_r)
+        raise
+    finally:
+        os.close(key_r)
+        os.close(rep_w)
+    max_output = int(limits.max_output_mb * 2**20)
+    sel = selectors.DefaultSelector()
+    out_fd = proc.stdout.fileno()
+    sel.register(out_fd, selectors.EVENT_READ, "out")
+    sel.register(rep_r, selectors.EVENT_READ, "report")
+    deadline = start + wall
+    exited_at = None
+    try:
+        while sel.get_map():
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+                _kill_group(proc)  # whatever the submission left running
+            if exited_at is not None and now - exited_at > 3.0:
+                break  # something else holds the pipes open: stop listening
+            if exited_at is None and now > deadline:
+                run.timed_out = True
+                _kill_group(proc)
+                proc.wait()
+                continue
+            for sk, _ in sel.select(timeout=0.2):
+                try:
+                    data = os.read(sk.fd, 1 << 16)
+                except OSError:
+                    data = b""
+                if not data:
+                    sel.unregister(sk.fd)
+                    if sk.data == "report":
+                        reader.finish()
+                    continue
+                if sk.data == "report":
+                    run.messages.extend(reader.feed(data))
+                    if reader.forged:
+                        run.forged = reader.forged
+                        sel.unregister(sk.fd)
+                else:
+                    if len(run.head) < LOG_KEEP:
+                        run.head += data[:LOG_KEEP - len(run.head)]
+                    run.tail = (run.tail + data)[-LOG_KEEP:]
+                    run.output_bytes += len(data)
+                    if run.output_bytes > max_output and not run.output_limit:
+                        run.output_limit = True
+                        _kill_group(proc)
+    finally:
+        sel.close()
+        _kill_group(proc)
+        proc.wait()
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
+        proc.stdout.close()
+        os.close(rep_r)
+    run.returncode = proc.returncode
+    run.seconds = time.monotonic() - start
+    return run
+
+
+def child_env(work: Path, threads: int) -> dict:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(work), "TMPDIR": str(work / "tmp"),
+           "LANG": "C.UTF-8", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "MPLBACKEND": "Agg",
+           "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "PYTHONHASHSEED": "0",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    return env

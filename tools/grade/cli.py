@@ -1,0 +1,99 @@
+"""The command line: ``python -m tools.grade SUBMISSIONS_DIR --out OUT_DIR ...`` and
+``python -m tools.grade merge OUT_DIR ... --out MERGED_DIR``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from .batch import grade_class, merge
+from .settings import DEFAULT_TESTS, REPO, SUITE, GradeError, Limits, Settings
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard takes K/N (e.g. 2/8), got {text!r}") from None
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"--shard K/N needs 1 <= K <= N, got {text!r}")
+    return k, n
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m tools.grade",
+        description="Grade a folder of submissions (one per student), each in its own process; "
+                    "`python -m tools.grade merge OUT_DIR... --out DIR` combines shards.")
+    p.add_argument("submissions", type=Path, help="folder with one .py file, package folder or folder per student")
+    p.add_argument("--out", type=Path, required=True, help="output folder (gradebook.csv, students/<id>/...)")
+    p.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: the number of cores)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted grading in --out; finished "
+                                                         "students are not graded again")
+    p.add_argument("--shard", type=_shard, default=(1, 1), metavar="K/N",
+                   help="grade only the K-th of N deterministic slices of the class (1 <= K <= N)")
+    p.add_argument("--rubric", type=Path, default=None, help="rubric TOML (default transformer_spec/rubric.toml)")
+    p.add_argument("--coverage", action="store_true", help="HTML coverage of each submission in students/<id>/coverage/")
+    p.add_argument("--tests", nargs="+", default=list(DEFAULT_TESTS), metavar="PATH",
+                   help="test files or folders of the suite to grade with (default: spec_tests properties)")
+    p.add_argument("--time-limit", type=float, default=420.0, help="per submission: start no new test after "
+                                                                   "this many seconds (default 420)")
+    p.add_argument("--test-timeout", type=float, default=60.0, help="per test, seconds (default 60)")
+    p.add_argument("--wall", type=float, default=None, help="per submission, seconds, then the process is killed "
+                                                           "(default time-limit + test-timeout + 60)")
+    p.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per process (default 4096; 0: none)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per submission (default 1)")
+    p.add_argument("--max-output-mb", type=float, default=20.0, help="output a submission may print (default 20)")
+    p.add_argument("--no-probes", action="store_true", help="trust the child's report (no hidden re-check)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def build_merge_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m tools.grade merge",
+                                description="Combine the outputs of several shards into one gradebook.")
+    p.add_argument("outs", type=Path, nargs="+", help="output folders of `python -m tools.grade ... --shard K/N`")
+    p.add_argument("--out", type=Path, required=True, help="the merged output folder (new or empty)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv[:1] == ["merge"]:
+            args = build_merge_parser().parse_args(argv[1:])
+            records = merge(args.outs, args.out)
+            print(f"merged {len(records)} students into {args.out / 'gradebook.csv'}")
+            return 0
+        args = build_parser().parse_args(argv)
+        rubric = None
+        if args.rubric is not None:
+            from transformer_spec import grading
+
+            try:
+                grading.load_rubric(args.rubric)
+            except grading.RubricError as exc:
+                raise GradeError(str(exc)) from None
+            rubric = args.rubric.read_text()
+        for t in args.tests:
+            if not (REPO / t).exists() or not any(t == s or t.startswith(s + "/") for s in SUITE):
+                raise GradeError(f"--tests {t}: not a file or folder of the suite (paths relative to {REPO}, "
+                                 "under spec_tests/ or properties/)")
+        limits = Limits(args.time_limit, args.test_timeout, args.wall, args.memory_mb, args.threads, args.max_output_mb)
+        settings = Settings(list(args.tests), rubric, limits, args.coverage, not args.no_probes)
+        start = time.monotonic()
+        records = grade_class(args.submissions, args.out, settings, jobs=args.jobs, resume=args.resume,
+                              shard=args.shard, progress=not args.no_progress)
+    except GradeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    counts: dict[str, int] = {}
+    for r in records.values():
+        counts[r.status] = counts.get(r.status, 0) + 1
+    minutes = (time.monotonic() - start) / 60
+    print(f"graded {len(records)} submissions in {minutes:.1f} min: "
+          + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    print(f"gradebook: {args.out / 'gradebook.csv'}")
+    return 0

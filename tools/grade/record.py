@@ -1,0 +1,33 @@
+"""The grade of one student as the tool decided it, and how its numbers and messages are shortened."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Record:
+    student: str
+    status: str
+    total: float
+    possible: float
+    components: dict[str, float]
+    detail: str
+    submission: str
+    submission_sha256: str
+    tests: list[dict] = field(default_factory=list)
+    tampered: dict[str, str] = field(default_factory=dict)
+    diagnoses: dict[str, str] = field(default_factory=dict)  # component -> the diagnosis of its failures
+
+    def row(self, comps: list[str]) -> list[str]:
+        return [self.student, self.status, format_number(self.total), format_number(self.possible),
+                *(format_number(self.components.get(c, 0.0)) for c in comps), self.detail]
+
+
+def format_number(x: float) -> str:
+    return f"{round(x, 2):g}"
+
+
+def first_line(text: str, n: int = 200) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line[:n]

@@ -1,0 +1,67 @@
+"""What a grading is run with: its limits, the suite's layout, the tool's constants and its usage error."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]  # tools/grade/settings.py -> the repository root
+SUITE = ("conftest.py", "pyproject.toml", "spec_tests", "properties")
+DEFAULT_TESTS = ("spec_tests", "properties")
+STATUSES = ("ok", "no-submission", "import-error", "forbidden-api", "timeout", "memory-limit", "output-limit",
+            "interrupted", "crashed", "tampering", "grader-error")
+STATE_DIR = ".grade"
+RECORD = "record.json"
+MAX_TEST_OUTPUT = 4000
+MAX_SUBMISSION_BYTES = 50 * 1024 * 1024
+MAX_COVERAGE_BYTES = 20 * 1024 * 1024
+LOG_KEEP = 32 * 1024
+
+
+class GradeError(Exception):
+    """A usage error of the tool; the message says what to do."""
+
+
+@dataclass
+class Limits:
+    time_limit: float = 420.0  # pytest: start no new test after this many seconds
+    test_timeout: float = 60.0  # pytest-timeout, per test
+    wall: float | None = None  # the whole child; default time_limit + test_timeout + 60
+    memory_mb: int = 4096  # RLIMIT_AS of each child
+    threads: int = 1
+    max_output_mb: float = 20.0  # the child's stdout+stderr; more ends the run ("output-limit")
+    probe_seconds: float = 120.0
+
+    @property
+    def wall_seconds(self) -> float:
+        return self.wall if self.wall is not None else self.time_limit + self.test_timeout + 60.0
+
+
+@dataclass
+class Settings:
+    tests: list[str]
+    rubric: str | None  # the rubric's text (None: the default)
+    limits: Limits
+    coverage: bool = False
+    probes: bool = True
+
+    def fingerprint(self, suite_hash: str) -> dict:
+        """What must be equal for two outputs to be resumed or merged together."""
+        data = {"tests": self.tests, "rubric_sha256": _sha(self.rubric.encode()) if self.rubric else "default",
+                "limits": asdict(self.limits), "coverage": self.coverage, "probes": self.probes,
+                "suite_sha256": suite_hash}
+        return data
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_toml(text: str) -> dict:
+    """A TOML text (the rubric given with ``--rubric``) as a dict."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover
+        import tomli as tomllib  # type: ignore[no-redef]
+    return tomllib.loads(text)

@@ -1,0 +1,104 @@
+"""The suite snapshot, the pytest command and sandbox of a child, and the list of tests (the skeleton)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .children import child_env, run_child
+from .settings import REPO, SUITE, GradeError, Settings, read_toml
+
+
+class Suite:
+    """The suite's files, read once into memory at the start (a submission that edits the
+    repository cannot change what later submissions are graded with)."""
+
+    def __init__(self, root: Path = REPO):
+        self.files: dict[str, bytes] = {}
+        for name in SUITE:
+            p = root / name
+            paths = [p] if p.is_file() else sorted(q for q in p.rglob("*") if q.is_file() and "__pycache__" not in q.parts)
+            for q in paths:
+                self.files[str(q.relative_to(root))] = q.read_bytes()
+        h = hashlib.sha256()
+        for k in sorted(self.files):
+            h.update(k.encode() + b"\0" + self.files[k] + b"\0")
+        self.sha256 = h.hexdigest()
+
+    def write(self, dest: Path) -> None:
+        for rel, data in self.files.items():
+            p = dest / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data)
+
+
+@dataclass
+class Context:
+    settings: Settings
+    suite: Suite
+    tmp_root: Path
+    skeleton: list[dict] = field(default_factory=list)  # results.json "tests" of a run that ran nothing
+    seed: int = 0
+    expected: dict = field(default_factory=dict)  # probe name -> reference arrays
+
+
+def pytest_cmd(ctx: Context, sandbox: Path, impl: str, collect_only: bool = False) -> list[str]:
+    s, lim = ctx.settings, ctx.settings.limits
+    suite = sandbox / "suite"
+    cmd = [sys.executable, "-I", "-m", "pytest", *(str(suite / t) for t in s.tests), "-c", str(suite / "pyproject.toml"),
+           "--rootdir", str(suite), "--confcutdir", str(suite), "-p", "no:cacheprovider",
+           "-p", "pytest_timeout", "-p", "_hypothesis_pytestplugin", "-p", "transformer_spec.isolation",
+           "-s", "-q", "--tb=no", "--no-header", "-o", "console_output_style=classic",
+           "--basetemp", str(sandbox / "work" / "pytest"), "--impl", impl, "--grading",
+           "--time-limit", f"{lim.time_limit:g}", "--timeout", f"{lim.test_timeout:g}",
+           "--torch-threads", str(lim.threads)]
+    if s.rubric is not None:
+        cmd += ["--rubric", str(sandbox / "rubric.toml")]
+    if s.coverage and not collect_only:
+        cmd += ["-p", "pytest_cov.plugin", "--cov-submission", str(sandbox / "work" / "htmlcov")]
+    if collect_only:
+        cmd.append("--collect-only")
+    return cmd
+
+
+def new_sandbox(ctx: Context, name: str) -> Path:
+    sandbox = Path(tempfile.mkdtemp(prefix=f"{_safe(name)}-", dir=ctx.tmp_root))
+    ctx.suite.write(sandbox / "suite")
+    if ctx.settings.rubric is not None:
+        (sandbox / "rubric.toml").write_text(ctx.settings.rubric)
+    (sandbox / "sub").mkdir()
+    (sandbox / "work" / "tmp").mkdir(parents=True)
+    return sandbox
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40] or "x"
+
+
+def collect_skeleton(ctx: Context) -> None:
+    """The graded tests, their numbers and points, from a run on the reference that runs nothing."""
+    sandbox = new_sandbox(ctx, "skeleton")
+    try:
+        run = run_child(pytest_cmd(ctx, sandbox, "reference", collect_only=True), cwd=sandbox / "work",
+                        env=child_env(sandbox / "work", ctx.settings.limits.threads), limits=ctx.settings.limits,
+                        extra={}, wall=600)
+    finally:
+        shutil.rmtree(sandbox, ignore_errors=True)
+    finals = [m for m in run.messages if m.get("final")]
+    if not finals or not finals[-1]["results"]["tests"]:
+        raise GradeError("could not collect the suite's tests (a usage error in --tests or --rubric?):\n"
+                         + run.log()[-3000:])
+    skeleton = [{k: t[k] for k in ("name", "number", "max_score", "tags", "visibility")}
+                for t in finals[-1]["results"]["tests"]]
+    # The exact points (results.json rounds them), from the rubric as the plugin shares them.
+    from transformer_spec import grading
+
+    rubric = grading.parse_rubric(read_toml(ctx.settings.rubric)) if ctx.settings.rubric else grading.load_rubric()
+    points, _ = grading.assign_points(rubric, {t["name"].split("] ", 1)[1]: t["tags"][0] for t in skeleton})
+    for t in skeleton:
+        t["max_score"] = points[t["name"].split("] ", 1)[1]]
+    ctx.skeleton = skeleton
