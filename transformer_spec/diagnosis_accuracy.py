@@ -23,11 +23,12 @@ from pathlib import Path
 
 import torch
 
-from .contract import COMPONENTS
-from .diagnose import AFFECTS, Diagnosis, catalogue_features, diagnose, same
+from . import registry
+from .behaviour import same
+from .diagnose import Diagnosis, diagnose
+from .diagnosis_catalogue import catalogue_features
 from .loader import load
 from .patching import INDEPENDENT_IMPL, load_patched_reference
-from .pitfalls import BY_NAME, CATALOGUE
 
 #: The same mistakes written differently from the catalogue's patches (as another student would):
 #: ``(expected pitfall, patches)``. Measures whether a diagnosis generalises beyond the patch text.
@@ -124,7 +125,8 @@ def _row(table, label: str, comp: str, d: Diagnosis, expected: str | None) -> di
 def accuracy(progress=None) -> dict:
     """Diagnose every row (see the module docstring); returns the rows and the totals."""
     start = time.monotonic()
-    table = catalogue_features()
+    components = registry.names()
+    table = catalogue_features(components)
     rows, variant_rows, precision_rows = [], [], []
 
     def add(into: list, row: dict) -> None:
@@ -133,13 +135,13 @@ def accuracy(progress=None) -> dict:
             progress(row)
 
     with tempfile.TemporaryDirectory(prefix="diagnose-acc-") as tmp:
-        for i, p in enumerate(CATALOGUE):
+        for i, p in enumerate(registry.pitfalls()):
             torch.manual_seed(1000 + i)
             impl = load_patched_reference(Path(tmp), p.patches, f"acc_{p.name}")
             add(rows, _row(table, p.name, p.component, diagnose(impl, [p.component], table)[p.component], p.name))
         for i, (expected, patches) in enumerate(VARIANTS):
             torch.manual_seed(2000 + i)
-            comp = BY_NAME[expected].component
+            comp = {p.name: p for p in registry.pitfalls()}[expected].component
             impl = load_patched_reference(Path(tmp), patches, f"variant_{expected}")
             add(variant_rows, _row(table, f"variant of {expected}", comp, diagnose(impl, [comp], table)[comp],
                                    expected))
@@ -150,11 +152,11 @@ def accuracy(progress=None) -> dict:
         for i, v in enumerate(_variations()):
             torch.manual_seed(4000 + i)
             impl = load_patched_reference(Path(tmp), v.patches, f"variation_{v.name}")
-            comps = [c for c in COMPONENTS if c in AFFECTS[v.component]]
+            comps = list(registry.affected_by(v.component))
             for comp, d in diagnose(impl, comps, table).items():
                 add(precision_rows, _row(table, f"variation {v.name}", comp, d, None))
     for label, target in CORRECT_IMPLEMENTATIONS.items():
-        for comp, d in diagnose(load(target), COMPONENTS, table).items():
+        for comp, d in diagnose(load(target), components, table).items():
             add(precision_rows, _row(table, label, comp, d, None))
     every = rows + variant_rows + precision_rows
     given = sum(r["names"] for r in every)

@@ -8,44 +8,28 @@ call), never from another library's printed text:
   call of the test function (hypothesis replays the shrunk example last), recorded by wrapping
   the test through hypothesis's ``inner_test`` hook (:func:`wrap_inner_test`); values drawn
   from ``st.data()`` are recorded as they are drawn;
-* each failure gets a :class:`Kind`, which the grade and the diagnosis use instead of reading
-  the message.
+* each failure gets a :class:`~transformer_spec.outcomes.Kind`, which the grade and the
+  diagnosis use instead of reading the message.
 """
 
 from __future__ import annotations
 
-import enum
 import functools
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import pytest
-
-from . import loader
-from .contract import BY_NAME
+from . import contract, loader
 from .files import relative
+from .outcomes import Kind, is_out_of_memory
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only: the re-check child runs without pytest
+    import pytest
 
 #: the longest repr of one argument shown in a failing example
 MAX_ARG_REPR = 1500
 EXAMPLE_HEADING = "The smallest failing example hypothesis found (the test's arguments):"
-
-
-class Kind(str, enum.Enum):
-    """What kind of failure a message describes (carried as data next to the text)."""
-
-    ASSERTION = "assertion"        # the test's check failed: a wrong value, shape, behaviour
-    ERROR = "error"                # the code raised an unexpected exception
-    TIMEOUT = "timeout"            # pytest-timeout stopped the test
-    NOT_IMPLEMENTED = "not implemented"  # the submission raised NotImplementedError (a stub)
-    NOT_SUBMITTED = "not submitted"      # a contract name the submission does not define
-    IMPORT = "import"              # the submission could not be imported at all
-    FORBIDDEN = "forbidden"        # a forbidden API was used
-    OTHER = "other"
-
-
-#: the kinds of failure a named diagnosis (:mod:`transformer_spec.diagnose`) can explain
-DIAGNOSED = (Kind.ASSERTION, Kind.ERROR, Kind.OTHER)
 
 
 class NoShrink(BaseException):
@@ -146,13 +130,18 @@ def format_example(arguments: list[tuple[str, object]]) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # Where an exception comes from
 # --------------------------------------------------------------------------------------------
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The innermost exceptions of a (nested) exception group, in order; ``[exc]`` for a plain one."""
+    inner = getattr(exc, "exceptions", None)
+    if not isinstance(inner, (list, tuple)) or not inner:
+        return [exc]
+    return [leaf for e in inner for leaf in leaves(e)]
+
+
 def leaf_exception(exc: BaseException) -> BaseException:
-    """The exception that explains ``exc``: the cause of a :class:`NoShrink`, the first of a group."""
-    if isinstance(exc, NoShrink) and exc.__cause__ is not None:
-        return exc.__cause__
-    while isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # an exception group
-        exc = leaf_exception(exc.exceptions[0])
-    return exc
+    """The exception that explains ``exc``: the first of a group, the cause of a :class:`NoShrink`."""
+    first = leaves(exc)[0]
+    return first.__cause__ if isinstance(first, NoShrink) and first.__cause__ is not None else first
 
 
 def submission_frame(exc: BaseException, paths: list[str]):
@@ -176,9 +165,10 @@ def where(tb) -> str:
 def contract_name_of(qualname: str) -> str | None:
     """The contract name a function belongs to: ``MiniGPT.generate``, ``MultiHeadAttention``..."""
     parts = qualname.split(".")
+    known = contract.by_name()
     for i in range(len(parts), 0, -1):
         candidate = ".".join(parts[:i])
-        if candidate in BY_NAME:
+        if candidate in known:
             return candidate
     return None
 
@@ -197,7 +187,8 @@ def reproduce_command(item: pytest.Item) -> str:
 def signature_hint(uses: Iterable[str]) -> str:
     """For a TypeError raised before any line of the submission ran: the call did not fit the
     signature (a parameter named otherwise, one missing). The contract rows say what to write."""
-    rows = [f"  {BY_NAME[n].row}" for n in sorted(set(uses)) if n in BY_NAME]
+    known = contract.by_name()
+    rows = [f"  {known[n].row}" for n in sorted(set(uses)) if n in known]
     text = ("\nNo line of the submission ran: the test's call did not fit its signature. The tests pass "
             "arguments by the contract's names (docs/contract.md)")
     return text + (":\n" + "\n".join(rows) if rows else ".")
@@ -212,6 +203,7 @@ class Failure:
 
     text: str
     kind: Kind
+    example: str = ""  # a property's smallest failing example (also inside ``text``)
 
 
 def describe(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport, paths: list[str],
@@ -240,12 +232,12 @@ def describe(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport
         return Failure(f"timed out after {timeout:g} s{phase}: the test did not finish in time "
                        f"(an endless loop, or far too slow?){running}\n{reproduce}", Kind.TIMEOUT)
     if isinstance(exc, NotImplementedError) and submission_frame(exc, paths) is not None:
-        return Failure(f"{describe_not_implemented(exc, paths)}{phase}\n{reproduce}", Kind.NOT_IMPLEMENTED)
+        return Failure(f"{describe_not_implemented(exc, paths)}{phase}\n{reproduce}", Kind.STUB)
     if isinstance(exc, AssertionError):
         kind = Kind.ASSERTION
         headline = f"{str(exc).strip() or 'assertion failed'}{phase}"
     else:
-        kind = Kind.ERROR
+        kind = Kind.MEMORY if is_out_of_memory(exc) else Kind.ERROR
         message = str(exc).strip()
         headline = f"{type(exc).__name__}{': ' + message if message else ''}{phase}"
         tb = submission_frame(exc, paths)
@@ -258,4 +250,4 @@ def describe(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport
     if example:
         lines += ["", *example]
     lines.append(reproduce)
-    return Failure("\n".join(lines), kind)
+    return Failure("\n".join(lines), kind, "\n".join(example))

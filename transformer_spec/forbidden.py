@@ -32,6 +32,7 @@ from pathlib import Path
 
 from .files import relative
 from .loader import SubmissionError
+from .outcomes import Kind
 
 #: The default list (the rubric's ``forbidden`` key replaces it).
 DEFAULT_FORBIDDEN: tuple[str, ...] = (
@@ -51,6 +52,8 @@ _WHY = "the assignment asks you to write this part yourself"
 
 class ForbiddenAPIError(SubmissionError):
     """The submission used a forbidden API. The message names it and where it was used."""
+
+    outcome_kind = Kind.FORBIDDEN  # how the grade classifies it (transformer_spec/outcomes.py)
 
 
 class ForbiddenImport(ForbiddenAPIError, ImportError):

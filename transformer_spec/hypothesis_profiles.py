@@ -1,7 +1,10 @@
 """The suite's hypothesis profiles, registered in one place, and the choice among them.
 
 Loaded as a pytest plugin by the root ``conftest.py``. Select a profile with
-``--hypothesis-profile NAME`` (hypothesis's own option); without it the suite loads ``dev``.
+``--hypothesis-profile NAME`` (hypothesis's own option); without it the suite loads ``grading``
+for a graded run (``--grading`` or ``--grade-json``) and ``dev`` otherwise. This module alone
+decides (:func:`chosen_profile`), from options parsed before any plugin is configured, so the
+choice does not depend on the order in which plugins are configured.
 
 * ``dev`` (the default, also under CI): few examples per property, so ``properties/`` stays
   fast; random examples, failures remembered in the local ``.hypothesis/`` database and replayed
@@ -15,7 +18,7 @@ Loaded as a pytest plugin by the root ``conftest.py``. Select a profile with
   (``python -m tools.mutants``, mutmut): few examples, derandomised, no example database and
   no shrinking (``phases=[explicit, generate]``), so a killed mutant costs no time to shrink.
 
-All three have no deadline: torch's first call takes ~350 ms, over hypothesis's 200 ms
+All four have no deadline: torch's first call takes ~350 ms, over hypothesis's 200 ms
 default, and timings on a shared machine vary. The ``too_slow`` health check is off for the
 same reason (it measures time).
 
@@ -31,6 +34,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 DEFAULT_PROFILE = "dev"
+GRADING_PROFILE = "grading"
 #: examples per property in ``dev`` and ``grading``; properties that are expensive per example
 #: take a fraction of it (see ``properties/strategies.py:budget``).
 DEV_EXAMPLES = 40
@@ -56,14 +60,19 @@ PROFILES = ("dev", "grading", "thorough", "mutation")
 
 
 def chosen_profile(config: pytest.Config) -> str:
-    """The profile of this run: ``--hypothesis-profile`` if given, else :data:`DEFAULT_PROFILE`."""
-    return config.getoption("--hypothesis-profile", default=None) or DEFAULT_PROFILE
+    """The profile of this run: ``--hypothesis-profile`` if given, else ``grading`` for a graded
+    run, else :data:`DEFAULT_PROFILE`."""
+    explicit = config.getoption("--hypothesis-profile", default=None)
+    if explicit:
+        return explicit
+    graded = config.getoption("--grading", default=False) or config.getoption("--grade-json", default=None)
+    return GRADING_PROFILE if graded else DEFAULT_PROFILE
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # hypothesis's own plugin loads the profile named by --hypothesis-profile; loading the same
     # one here again is harmless, whichever of the two hooks runs first. Without the option,
-    # this replaces the built-in "default" (or "ci" when $CI is set) by "dev".
+    # this replaces the built-in "default" (or "ci" when $CI is set) by "grading" or "dev".
     settings.load_profile(chosen_profile(config))
 
 

@@ -15,13 +15,15 @@ never over stdout (which the submission shares) or a file at a path it could gue
 What this does NOT stop (said in ``docs/class_grading.md``): code running inside the child can
 still find the open descriptor (``/proc/self/fd``) and the key in memory, or patch the harness
 to report passes. That is why the parent does not take the child's word for a pass: it
-re-checks every passed component on hidden probe inputs in another process
-(:mod:`transformer_spec.probes`).
+re-checks every passed component on hidden inputs in another process
+(:mod:`transformer_spec.recheck`).
 
-Used as a pytest plugin in the child: ``-p transformer_spec.isolation``. After collection and
-after every graded test it sends a snapshot of the grading plugin's results (Gradescope's
-``results.json`` as a dict), and a final one at the end of the session, so that a child killed
-or crashed mid-run still leaves the results of the tests that finished.
+Used as a pytest plugin in the child: ``-p transformer_spec.isolation``. It implements the
+grading plugin's hook ``pytest_transformer_spec_report`` (:mod:`transformer_spec.hookspecs`):
+after collection, after every graded test and at the end it sends the run's report
+(:func:`transformer_spec.outcomes.child_report`: node id, component, kind, message and
+counterexample per test), so that a child killed or crashed mid-run still leaves the results of
+the tests that finished.
 """
 
 from __future__ import annotations
@@ -156,80 +158,20 @@ def make_pipes(key: bytes, extra: dict) -> tuple[int, int, int, str]:
 # --------------------------------------------------------------------------------------------
 # The pytest plugin of the grading child
 # --------------------------------------------------------------------------------------------
-_MEMORY_WORDS = ("can't allocate memory", "not enough memory", "DefaultCPUAllocator")
-
-
 class _Reporter:
-    def __init__(self, channel: ChildChannel, config: pytest.Config):
-        from . import grading, plugin
+    """Sends each snapshot of the graded run (the grading plugin's own hook) to the parent."""
 
+    def __init__(self, channel: ChildChannel):
         self.channel = channel
-        self.config = config
-        # Bound now, before the submission is imported (it may replace module attributes later;
-        # that is caught by the parent's probes, not here).
-        self._results_json = grading.results_json
-        self._state = grading._state
-        self._submission_key = plugin._SUBMISSION
-        self.memory_error = False
-        self._wrap_diagnosis()
 
-    def _wrap_diagnosis(self) -> None:
-        """The grading plugin names known mistakes at the session's end by running the submission
-        again (``transformer_spec.diagnose``); the final results are sent before that, so a
-        submission that exits or hangs there still has its grade."""
+    def pytest_transformer_spec_report(self, config, report: dict) -> None:
         try:
-            from . import diagnose
-        except ImportError:  # pragma: no cover - no diagnosis hook
-            return
-        original = getattr(diagnose, "annotate", None)
-        if original is None:
-            return
-        reporter = self
-
-        def annotate(config, state):
-            reporter.snapshot(final=True)
-            return original(config, state)
-
-        diagnose.annotate = annotate
-
-    def snapshot(self, final: bool) -> None:
-        state = self._state(self.config)
-        if state is None:
-            return
-        sub = self.config.stash.get(self._submission_key, None)
-        message = {
-            "kind": "pytest",
-            "final": final,
-            "import_error": sub.error if sub is not None else None,
-            "memory_error": self.memory_error,
-            "results": self._results_json(self.config, state, final),
-        }
-        try:
-            self.channel.send(message)
+            self.channel.send(report)
         except OSError:  # the parent is gone or closed the pipe: nothing to report to
             pass
 
     @pytest.hookimpl(trylast=True)
-    def pytest_collection_finish(self, session) -> None:
-        self.snapshot(final=False)
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item, call):
-        outcome = yield
-        if call.excinfo is not None:
-            exc = call.excinfo.value
-            if isinstance(exc, MemoryError) or any(w in str(exc) for w in _MEMORY_WORDS):
-                self.memory_error = True
-        del outcome
-
-    def pytest_runtest_logfinish(self, nodeid, location) -> None:
-        state = self._state(self.config)
-        if state is not None and nodeid in state.results:
-            self.snapshot(final=False)
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session, exitstatus) -> None:
-        self.snapshot(final=True)
+    def pytest_unconfigure(self, config) -> None:
         self.channel.close()
 
 
@@ -237,4 +179,4 @@ class _Reporter:
 def pytest_configure(config: pytest.Config) -> None:
     channel = open_child_channel()
     if channel is not None:
-        config.pluginmanager.register(_Reporter(channel, config), "transformer-spec-reporter")
+        config.pluginmanager.register(_Reporter(channel), "transformer-spec-reporter")

@@ -25,10 +25,12 @@ import os
 import re
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from .contract import BY_NAME, TOP_LEVEL
+from . import contract
+from .outcomes import Kind, kind_of_import_failure
 
 ENV_VAR = "TRANSFORMER_IMPL"
 DEFAULT_TARGET = "reference"
@@ -60,11 +62,16 @@ class Submission:
     submission could not be imported.
     """
 
-    def __init__(self, target: str, module: ModuleType | None, error: str | None, fix: str | None = None):
+    def __init__(self, target: str, module: ModuleType | None, error: str | None, fix: str | None = None,
+                 error_kind: Kind | None = None):
         self.target = target
         self.module = module
         self.error = error  # one line: why the submission cannot be graded at all (None: it can)
         self.fix = fix  # one line: what to do about ``error``
+        # what kind of problem ``error`` is: Kind.IMPORT, Kind.MEMORY or Kind.FORBIDDEN
+        self.error_kind = error_kind if error_kind is not None or error is None else Kind.IMPORT
+        #: called with every name looked up (the grading plugin records which names a test uses)
+        self.watchers: list[Callable[[str], None]] = []
 
     @property
     def origin(self) -> str:
@@ -82,7 +89,14 @@ class Submission:
         return True
 
     def get(self, name: str):
-        """The submission's ``name``; dotted names such as ``MiniGPT.generate`` reach methods."""
+        """The submission's ``name``; dotted names such as ``MiniGPT.generate`` reach methods.
+        Every lookup is reported to :attr:`watchers`."""
+        for watch in self.watchers:
+            watch(name)
+        return self.resolve(name)
+
+    def resolve(self, name: str):
+        """:meth:`get` without telling the watchers (for looking at the code, not using it)."""
         if self.error is not None:
             raise SubmissionImportError(self.error)
         obj = self.module
@@ -104,7 +118,7 @@ class Submission:
 
 
 def _not_submitted_message(name: str) -> str:
-    entry = BY_NAME.get(name)
+    entry = contract.by_name().get(name)
     if entry is None:
         return f"`{name}` is not defined by the submission"
     return (
@@ -225,7 +239,7 @@ def how_to_fix(target: str, exc: BaseException) -> str:
 
 
 def _defines_none(module: ModuleType) -> bool:
-    return not any(hasattr(module, name) for name in TOP_LEVEL)
+    return not any(hasattr(module, name) for name in contract.top_level())
 
 
 def load(target: str | None = None, *, require_contract: bool = False) -> Submission:
@@ -238,13 +252,15 @@ def load(target: str | None = None, *, require_contract: bool = False) -> Submis
     try:
         module = _import(target)
     except BaseException as exc:  # noqa: BLE001 - whatever a submission raises is reported, not propagated
-        return Submission(target, None, describe_import_failure(target, exc), how_to_fix(target, exc))
+        return Submission(target, None, describe_import_failure(target, exc), how_to_fix(target, exc),
+                          kind_of_import_failure(exc))
     if require_contract and _defines_none(module):
+        top_level = contract.top_level()
         where = getattr(module, "__file__", None) or target
         return Submission(
             target, module,
-            f"the submission {target!r} defines none of the contract's names ({', '.join(TOP_LEVEL[:3])}, ...; "
-            f"{len(TOP_LEVEL)} in all): {where} is empty or not the submission",
+            f"the submission {target!r} defines none of the contract's names ({', '.join(top_level[:3])}, ...; "
+            f"{len(top_level)} in all): {where} is empty or not the submission",
             "point --impl at the file or package folder that defines them (docs/contract.md lists every name); "
             "a package folder must import them in its __init__.py")
     return Submission(target, module, None)

@@ -1,4 +1,4 @@
-"""The pytest plugin: chooses the implementation under test and reports on it.
+"""The pytest plugin: chooses the implementation under test and hands it to the tests.
 
 Loaded by the repository's root ``conftest.py``. Options:
 
@@ -7,16 +7,64 @@ Loaded by the repository's root ``conftest.py``. Options:
 * ``--torch-threads N``: torch's intra-op threads for the run (default 1: the suite's tensors
   are small, and one thread is faster for them and identical between machines).
 
-Fixtures: ``impl`` (the :class:`~transformer_spec.loader.Submission` under test).
+Fixtures: ``impl`` (the :class:`~transformer_spec.loader.Submission` under test). Every test
+reaches the submission through it; the grading plugin and the diagnosis reach it, its files
+and the forbidden-API guard through :func:`under_test`.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from . import loader
+from . import forbidden, loader
 
-_SUBMISSION = pytest.StashKey[loader.Submission]()
+
+class UnderTest:
+    """The implementation under test of one run: its target, the submission (imported once, on
+    first use), the files that hold its code, and the forbidden-API guard watching it."""
+
+    def __init__(self, target: str):
+        self.target = target
+        self.guard: forbidden.Guard | None = None
+        self._submission: loader.Submission | None = None
+        self._paths: dict[str, list[Path]] = {}
+
+    @property
+    def submission(self) -> loader.Submission:
+        """The submission, imported on first use (never raises: see :func:`loader.load`)."""
+        if self._submission is None:
+            self._submission = loader.load(self.target, require_contract=True)
+        return self._submission
+
+    @property
+    def imported(self) -> loader.Submission | None:
+        """The submission if it was imported already, else None (nothing is imported)."""
+        return self._submission
+
+    def files(self) -> list[Path]:
+        """The submission's own files and folders: found on disk before the import, from the
+        loaded module after it."""
+        sub = self._submission
+        key = sub.origin if sub is not None and sub.module is not None else ""
+        if key not in self._paths:
+            self._paths[key] = forbidden.submission_paths(self.target, key or None)
+        return self._paths[key]
+
+    def paths(self) -> list[str]:
+        """:meth:`files` as resolved strings (what tracebacks are compared with)."""
+        return [str(p.resolve()) for p in self.files()]
+
+
+_UNDER_TEST = pytest.StashKey[UnderTest]()
+
+
+def under_test(config: pytest.Config) -> UnderTest:
+    """The implementation under test of this run (one object, created on first use)."""
+    if _UNDER_TEST not in config.stash:
+        config.stash[_UNDER_TEST] = UnderTest(loader.resolve_target(config.getoption("--impl")))
+    return config.stash[_UNDER_TEST]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -43,15 +91,8 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(threads)
 
 
-def get_submission(config: pytest.Config) -> loader.Submission:
-    """The submission of this run, imported once on first use."""
-    if _SUBMISSION not in config.stash:
-        config.stash[_SUBMISSION] = loader.load(config.getoption("--impl"), require_contract=True)
-    return config.stash[_SUBMISSION]
-
-
 def pytest_report_header(config: pytest.Config) -> str:
-    sub = get_submission(config)
+    sub = under_test(config).submission
     if sub.error:
         return f"implementation under test: {sub.target} -- CANNOT BE GRADED (why: below)"
     return f"implementation under test: {sub.target} ({sub.origin})"
@@ -60,7 +101,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 @pytest.fixture(scope="session")
 def impl(pytestconfig: pytest.Config) -> loader.Submission:
     """The implementation under test. ``impl.MultiHeadAttention`` is the submission's class."""
-    return get_submission(pytestconfig)
+    return under_test(pytestconfig).submission
 
 
 @pytest.hookimpl(hookwrapper=True)

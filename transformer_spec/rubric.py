@@ -3,7 +3,9 @@
 Read from TOML (``transformer_spec/rubric.toml`` documents every key), checked against the
 collected tests, and turned into points per test (:func:`assign_points`) whose parts add up to
 each component's points exactly (:func:`round_within`). Used by :mod:`transformer_spec.grading`
-and ``tools.grade``.
+and ``tools.grade``. A rubric without a ``[components]`` table gives every component its
+default points from the registry (:mod:`transformer_spec.registry`); a rubric with one gives
+exactly the points it lists (a component it leaves out scores nothing).
 """
 
 from __future__ import annotations
@@ -15,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from . import forbidden
-from .contract import COMPONENTS
+from . import forbidden, registry
 
 try:  # Python 3.11+
     import tomllib
@@ -68,16 +69,18 @@ def parse_rubric(data: dict, source: str = "<rubric>") -> Rubric:
             f"rubric {source}: unknown key(s) {', '.join(map(repr, unknown))}; "
             f"the keys are {', '.join(sorted(_RUBRIC_KEYS))}"
         )
-    comps = data.get("components")
+    known = registry.names()
+    comps = data.get("components", {c.name: c.points for c in registry.components()})
     if not isinstance(comps, dict) or not comps:
-        raise RubricError(f"rubric {source}: a [components] table with points per component is required")
+        raise RubricError(f"rubric {source}: [components] must be a table of points per component "
+                          "(or left out: every component then gets its default points)")
     for name in comps:
-        if name not in COMPONENTS:
+        if name not in known:
             raise RubricError(
                 f"rubric {source}: unknown component {name!r} in [components]; "
-                f"the components are {', '.join(COMPONENTS)}"
+                f"the components are {', '.join(known)}"
             )
-    components = {c: _number(comps[c], f"rubric {source}: [components] {c}") for c in COMPONENTS if c in comps}
+    components = {c: _number(comps[c], f"rubric {source}: [components] {c}") for c in known if c in comps}
     tests_table = data.get("tests", {})
     if not isinstance(tests_table, dict):
         raise RubricError(f"rubric {source}: [tests] must be a table of test id = points")
@@ -98,11 +101,16 @@ def load_rubric(path: str | os.PathLike | None = None) -> Rubric:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise RubricError(f"rubric {path}: cannot be read: {exc.strerror or exc}") from None
+    return rubric_from_text(text, str(path))
+
+
+def rubric_from_text(text: str, source: str = "<rubric>") -> Rubric:
+    """Parse and check a rubric's TOML text."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise RubricError(f"rubric {path}: not valid TOML: {exc}") from None
-    return parse_rubric(data, str(path))
+        raise RubricError(f"rubric {source}: not valid TOML: {exc}") from None
+    return parse_rubric(data, source)
 
 
 def matches(key: str, nodeid: str) -> bool:
@@ -114,10 +122,11 @@ def component_of_item(item: pytest.Item) -> str | None:
     marker = item.get_closest_marker("component")
     if marker is None:
         return None
-    if len(marker.args) != 1 or marker.args[0] not in COMPONENTS:
+    known = registry.names()
+    if len(marker.args) != 1 or marker.args[0] not in known:
         raise RubricError(
             f"{item.nodeid}: @pytest.mark.component({', '.join(map(repr, marker.args))}) names no "
-            f"component; the components are {', '.join(COMPONENTS)}"
+            f"component; the components are {', '.join(known)}"
         )
     return marker.args[0]
 
@@ -130,7 +139,7 @@ def check_rubric_against(rubric: Rubric, nodeids: dict[str, str | None], rootdir
     collected_files = {n.split("::")[0] for n in nodeids}
     for where, keys in (("[tests]", list(rubric.tests)), ("drop", rubric.drop), ("hidden", rubric.hidden)):
         for key in keys:
-            if where == "hidden" and key in COMPONENTS:
+            if where == "hidden" and key in registry.names():
                 continue
             matched = [n for n in nodeids if matches(key, n)]
             if matched:

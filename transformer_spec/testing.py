@@ -17,6 +17,8 @@ from collections.abc import Mapping
 import torch
 import torch.nn as nn
 
+from .failures import leaves
+
 Shapes = dict[str, tuple[int, ...]]
 
 
@@ -303,26 +305,15 @@ def assert_property_fails(test, *, match: str | None = None, shrink: bool = Fals
         message = str(exc)
     except Exception as exc:
         # hypothesis reports distinct bugs together in an (Base)ExceptionGroup (the backport on 3.10)
-        leaves = _leaves(exc)
-        if not leaves or not all(isinstance(e, AssertionError) for e in leaves):
+        found = leaves(exc)
+        if not all(isinstance(e, AssertionError) for e in found):
             raise
-        message = "\n".join(str(e) for e in leaves)
+        message = "\n".join(str(e) for e in found)
     else:
         raise AssertionError(f"{getattr(test, '__name__', test)} passed on a broken implementation {kwargs}")
     if match is not None and match not in message:
         raise AssertionError(f"{test.__name__} failed, but without {match!r} in its message:\n{message}")
     return message
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    """The innermost exceptions of a (nested) exception group; ``[]`` for a plain exception."""
-    inner = getattr(exc, "exceptions", None)
-    if not isinstance(inner, (list, tuple)):
-        return []
-    out: list[BaseException] = []
-    for e in inner:
-        out.extend(_leaves(e) or [e])
-    return out
 
 
 # --------------------------------------------------------------------------- argument errors

@@ -230,8 +230,8 @@ CATALOGUE: tuple[Variation, ...] = (
         "return F.linear(self.final_norm(x[:, -1]), self.token_embed.weight)")),
     _v("pytorch_default_initialisation", "minigpt",
        "PyTorch's default initial weights instead of normal(0, 0.02): initial weights are free.",
-       ("minigpt.py", "self.apply(_init_weights)", "pass  # PyTorch's default initialisation"),
-       ("seq2seq.py", "self.apply(_init_weights)", "pass  # PyTorch's default initialisation")),
+       ("minigpt.py", "self.apply(init_weights)", "pass  # PyTorch's default initialisation"),
+       ("seq2seq.py", "self.apply(init_weights)", "pass  # PyTorch's default initialisation")),
     _v("embedding_dropout", "minigpt",
        "Dropout on the embeddings plus positions in train mode (GPT-2, the original Transformer): only the "
        "blocks' and the FFN's dropout positions are fixed.",

@@ -11,13 +11,13 @@ import tempfile
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from transformer_spec import probes
-from transformer_spec.contract import COMPONENTS
+from transformer_spec import recheck, registry
+from transformer_spec.results_file import format_points
 
 from .children import kill_all, stop_new_children
 from .decision import empty_record, grade_entry
 from .output import Output, remove_temp_files
-from .record import Record, format_number
+from .record import Record
 from .settings import STATE_DIR, GradeError, Settings
 from .submissions import Entry, discover, shard_of, submission_hash
 from .suite import Context, Suite, collect_skeleton
@@ -25,7 +25,7 @@ from .suite import Context, Suite, collect_skeleton
 
 def _components(skeleton: list[dict]) -> list[str]:
     present = {t["tags"][0] for t in skeleton}
-    return [c for c in COMPONENTS if c in present]
+    return [c for c in registry.names() if c in present]
 
 
 def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int | None = None,
@@ -58,10 +58,10 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
     tmp_root = Path(tempfile.mkdtemp(prefix="transformer-spec-grade-"))
     output.write(state / f"tmp-root-{os.getpid()}.txt", str(tmp_root))
     try:
-        ctx = Context(settings, suite, tmp_root, seed=secrets.randbelow(2**31 - 1000))
+        ctx = Context(settings, suite, tmp_root, rubric=settings.rubric_object(), seed=secrets.randbelow(2**31 - 1000))
         collect_skeleton(ctx)
-        if settings.probes:
-            ctx.expected = probes.expected_outputs(ctx.seed)
+        if settings.rechecks:
+            ctx.expected = recheck.expected_outputs(ctx.seed)
         comps = _components(ctx.skeleton)
         todo = []
         for e in entries:
@@ -104,12 +104,12 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
 
 def _saved(fut, output: Output, out: Path, comps: list[str], bar) -> None:
     record, run, cov = fut.result()
-    output.save(record, run, cov, record.tests)
+    output.save(record, run, cov)
     if cov is not None:
         shutil.rmtree(cov.parent, ignore_errors=True)
     output.write(out / "gradebook.csv", output.gradebook(comps))
     if bar is not None:
-        bar.set_postfix_str(f"{record.student}: {record.status} {format_number(record.total)}", refresh=False)
+        bar.set_postfix_str(f"{record.student}: {record.status} {format_points(record.total)}", refresh=False)
         bar.update(1)
 
 
@@ -169,6 +169,6 @@ def merge(outs: list[Path], dest: Path) -> dict[str, Record]:
     output.write(dest / STATE_DIR / "config.json",
                  json.dumps({"fingerprint": configs[0]["fingerprint"], "merged": [str(o) for o in outs]},
                             indent=1, sort_keys=True) + "\n")
-    comps = sorted({c for r in records.values() for t in r.tests for c in t["tags"]}, key=COMPONENTS.index)
+    comps = sorted({c for r in records.values() for t in r.tests for c in t["tags"]}, key=registry.names().index)
     output.write(dest / "gradebook.csv", output.gradebook(comps))
     return records

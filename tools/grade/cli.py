@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per process (default 4096; 0: none)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per submission (default 1)")
     p.add_argument("--max-output-mb", type=float, default=20.0, help="output a submission may print (default 20)")
-    p.add_argument("--no-probes", action="store_true", help="trust the child's report (no hidden re-check)")
+    p.add_argument("--no-rechecks", action="store_true", help="trust the child's report (no hidden re-check)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -70,11 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         rubric = None
         if args.rubric is not None:
-            from transformer_spec import grading
+            from transformer_spec import rubric as rubrics
 
             try:
-                grading.load_rubric(args.rubric)
-            except grading.RubricError as exc:
+                rubrics.load_rubric(args.rubric)
+            except rubrics.RubricError as exc:
                 raise GradeError(str(exc)) from None
             rubric = args.rubric.read_text()
         for t in args.tests:
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise GradeError(f"--tests {t}: not a file or folder of the suite (paths relative to {REPO}, "
                                  "under spec_tests/ or properties/)")
         limits = Limits(args.time_limit, args.test_timeout, args.wall, args.memory_mb, args.threads, args.max_output_mb)
-        settings = Settings(list(args.tests), rubric, limits, args.coverage, not args.no_probes)
+        settings = Settings(list(args.tests), rubric, limits, args.coverage, not args.no_rechecks)
         start = time.monotonic()
         records = grade_class(args.submissions, args.out, settings, jobs=args.jobs, resume=args.resume,
                               shard=args.shard, progress=not args.no_progress)

@@ -1,5 +1,6 @@
 """Grading one submission: the pytest child, then the parent decides the grade from the verified
-report, its own list of tests and the hidden re-check (:mod:`transformer_spec.probes`)."""
+report (:mod:`transformer_spec.outcomes`), its own list of tests and the hidden re-checks
+(:mod:`transformer_spec.recheck`). The status derives from the tests' outcome kinds."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import shutil
 import sys
 from pathlib import Path
 
-from transformer_spec import probes
-from transformer_spec.contract import COMPONENTS
+from transformer_spec import outcomes, recheck, registry
+from transformer_spec.outcomes import Kind
+from transformer_spec.results_file import nodeid_of
 
 from .children import ChildRun, child_env, run_child
 from .record import Record, first_line
-from .settings import MAX_COVERAGE_BYTES, MAX_TEST_OUTPUT, GradeError, read_toml
+from .settings import MAX_COVERAGE_BYTES, MAX_TEST_OUTPUT, GradeError
 from .submissions import Entry, copy_submission, submission_hash
 from .suite import Context, new_sandbox, pytest_cmd
 
@@ -58,7 +60,8 @@ def _copy_capped(src: Path, dest: Path) -> None:
 
 
 def empty_record(entry: Entry, ctx: Context, status: str, detail: str, subhash: str) -> Record:
-    tests = [dict(t, score=0.0, status="failed", output=f"not graded: {detail}") for t in ctx.skeleton]
+    tests = [dict(t, score=0.0, status="failed", output=f"not graded: {detail}", kind=Kind.NOT_RUN.value)
+             for t in ctx.skeleton]
     return _finish(entry, ctx, status, detail, subhash, tests, {})
 
 
@@ -75,65 +78,54 @@ def _finish(entry: Entry, ctx: Context, status: str, detail: str, subhash: str, 
 
 
 def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path, sandbox: Path) -> Record:
-    """The grade, from the verified report, the parent's list of tests and the probes."""
+    """The grade, from the verified report, the parent's list of tests and the hidden re-checks."""
     if run.forged:
         return empty_record(entry, ctx, "tampering", f"the grading child sent {run.forged}", subhash)
-    reports = [m for m in run.messages if m.get("kind") == "pytest"]
-    last = reports[-1] if reports else None
-    final = bool(last and last.get("final"))
-    claimed: dict[str, dict] = {}
-    if last is not None:
-        for t in last["results"].get("tests", []):
-            if isinstance(t, dict) and isinstance(t.get("name"), str):
-                claimed[t["name"]] = t
-    names = {t["name"] for t in ctx.skeleton}
+    reports = [m for m in run.messages if m.get("kind") == outcomes.REPORT]
+    try:
+        last = outcomes.read_report(reports[-1], MAX_TEST_OUTPUT) if reports else None
+    except outcomes.MalformedReport as exc:
+        return empty_record(entry, ctx, "tampering", f"the grading child sent a malformed report ({exc})", subhash)
+    claimed = last.tests if last is not None else {}
+    names = {nodeid_of(t) for t in ctx.skeleton}
     missing = [n for n in names if n not in claimed]
     extra = [n for n in claimed if n not in names]
     if last is not None and (missing or extra):
         which = missing[:1] or extra[:1]
         return empty_record(entry, ctx, "tampering",
-                             f"the report does not match the suite: {len(missing)} test(s) missing, {len(extra)} "
-                             f"unknown (e.g. {which[0]}); were test files changed?", subhash)
+                            f"the report does not match the suite: {len(missing)} test(s) missing, {len(extra)} "
+                            f"unknown (e.g. {which[0]}); were test files changed?", subhash)
     # Why the run ended, for tests that did not run.
     if run.timed_out:
         ended = f"the run was stopped after the wall-clock limit of {ctx.settings.limits.wall_seconds:g} s"
     elif run.output_limit:
         ended = f"the run was stopped after printing more than {ctx.settings.limits.max_output_mb:g} MB"
-    elif not final:
+    elif last is None or not last.final:
         ended = f"the grading process ended abruptly (exit code {run.returncode}) while the tests ran"
     else:
         ended = ""
     tests = []
     for t in ctx.skeleton:
-        c = claimed.get(t["name"])
-        passed = bool(c and c.get("status") == "passed" and _positive(c.get("score")))
-        output = _clean(str(c.get("output", "")), sandbox)[:MAX_TEST_OUTPUT] if c else ""
-        if not passed and ended and (not c or output.startswith("not run")):
+        c = claimed.get(nodeid_of(t))
+        kind = c.kind if c is not None else Kind.NOT_RUN
+        output = _clean(c.message, sandbox) if c is not None else ""
+        if kind == Kind.NOT_RUN and ended:
             output = f"not run: {ended}"
+        passed = kind == Kind.PASSED
         tests.append(dict(t, score=t["max_score"] if passed else 0.0, status="passed" if passed else "failed",
-                          output="" if passed else output))
-    # The probes: every claimed anchor is re-checked outside the child.
-    tampered = run_probes(entry, ctx, target, sandbox, {t["name"].split("] ", 1)[-1] for t in tests
-                                                        if t["status"] == "passed"})
+                          output="" if passed else output, kind=kind.value))
+    # Every claimed anchor is re-checked outside the child.
+    tampered = run_rechecks(ctx, target, sandbox, {nodeid_of(t) for t in tests if t["status"] == "passed"})
     for t in tests:
         comp = t["tags"][0]
         if comp in tampered:
-            t.update(score=0.0, status="failed",
+            t.update(score=0.0, status="failed", kind=Kind.CONTRADICTED.value,
                      output=f"0 points: the grader's hidden re-check of '{comp}' contradicts the passes reported "
                             f"from inside the submission's process ({tampered[comp]})")
-    status, detail = _status(run, last, final, tampered)
-    detail = _clean(detail, sandbox)
-    return _finish(entry, ctx, status, detail, subhash, tests, tampered, _diagnoses(last, sandbox, tampered))
-
-
-def _diagnoses(last: dict | None, sandbox: Path, tampered: dict[str, str]) -> dict[str, str]:
-    """The child's diagnosis per component (``extra_data``), as text only; none where tampered."""
-    extra = ((last or {}).get("results") or {}).get("extra_data")
-    found = extra.get("diagnoses") if isinstance(extra, dict) else None
-    if not isinstance(found, dict):
-        return {}
-    return {c: _clean(str(d), sandbox)[:MAX_TEST_OUTPUT] for c, d in found.items()
-            if c in COMPONENTS and isinstance(d, str) and c not in tampered}
+    status, detail = status_of(run, last, tampered)
+    diagnoses = {} if last is None else {c: _clean(d, sandbox) for c, d in last.diagnoses.items()
+                                         if c in registry.names() and c not in tampered}
+    return _finish(entry, ctx, status, _clean(detail, sandbox), subhash, tests, tampered, diagnoses)
 
 
 def _clean(text: str, sandbox: Path) -> str:
@@ -141,102 +133,74 @@ def _clean(text: str, sandbox: Path) -> str:
     return text.replace(str(sandbox / "sub") + os.sep, "").replace(str(sandbox), "<sandbox>")
 
 
-def _positive(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
+#: the status of a submission that could not be imported, by the kind of the import error
+_IMPORT_STATUS = {Kind.MEMORY: "memory-limit", Kind.FORBIDDEN: "forbidden-api", Kind.TIMEOUT: "timeout"}
 
 
-def _kinds(results: dict) -> list[tuple[str | None, str]]:
-    """``(kind, output)`` of each reported test: the plugin's typed failure kind (``extra_data``)."""
-    out = []
-    for t in results.get("tests", []):
-        if isinstance(t, dict):
-            extra = t.get("extra_data")
-            kind = extra.get("kind") if isinstance(extra, dict) else None
-            out.append((kind if isinstance(kind, str) else None, str(t.get("output", ""))))
-    return out
-
-
-def _status(run: ChildRun, last: dict | None, final: bool, tampered: dict[str, str]) -> tuple[str, str]:
-    import_error = (last or {}).get("import_error")
-    results = (last or {}).get("results") or {}
-    kinds = _kinds(results)
-    run_data = results.get("extra_data") if isinstance(results.get("extra_data"), dict) else {}
+def status_of(run: ChildRun, report: outcomes.Report | None, tampered: dict[str, str]) -> tuple[str, str]:
+    """The submission's status and a one-line detail, from the run and the tests' outcome kinds."""
     if tampered:
-        comps = ", ".join(sorted(tampered))
-        return "tampering", f"claimed passes contradicted by the hidden re-check in: {comps}"
-    if import_error:
-        text = first_line(import_error, 300)
-        if "MemoryError" in import_error or any(w in import_error for w in ("allocate memory", "not enough memory")):
-            return "memory-limit", text
-        if "forbidden API" in import_error:
-            return "forbidden-api", text
-        if "Timeout (>" in import_error:
-            return "timeout", "importing the submission did not finish in time (an endless loop at import?)"
-        return "import-error", text
+        return "tampering", f"claimed passes contradicted by the hidden re-check in: {', '.join(sorted(tampered))}"
+    if report is not None and report.submission_error:
+        status = _IMPORT_STATUS.get(report.submission_error_kind, "import-error")
+        return status, first_line(report.submission_error, 300)
     if run.timed_out:
         return "timeout", "stopped at the wall-clock limit (an endless loop at import or in C code?)"
     if run.output_limit:
         return "output-limit", f"printed more than the output limit ({run.output_bytes} bytes seen)"
-    if (last or {}).get("memory_error"):
+    tests = list(report.tests.values()) if report is not None else []
+    if any(t.kind == Kind.MEMORY for t in tests):
         return "memory-limit", "a test ran out of memory (the memory limit of each submission)"
-    if last is None:
+    if report is None:
         return "crashed", f"the grading process ended before reporting anything (exit code {run.returncode})"
-    if not final:
+    if not report.final:
         return "crashed", f"the grading process ended abruptly (exit code {run.returncode}) while the tests ran"
-    if run_data.get("interrupted"):
+    if report.interrupted:
         return "interrupted", "the submission interrupted the run (KeyboardInterrupt?); tests not run score 0"
-    timeouts = sum(1 for kind, _ in kinds if kind == "timeout")
-    stopped = bool(run_data.get("stopped_for_time"))
-    if timeouts or stopped:
-        return "timeout", f"{timeouts} test(s) timed out" + ("; the run's time limit was reached" if stopped else "")
-    forbidden_lines = [o for kind, o in kinds if kind == "forbidden"]
-    if forbidden_lines:
-        return "forbidden-api", first_line(forbidden_lines[0])
+    timeouts = sum(1 for t in tests if t.kind == Kind.TIMEOUT)
+    if timeouts or report.stopped_for_time:
+        return "timeout", f"{timeouts} test(s) timed out" + ("; the run's time limit was reached"
+                                                             if report.stopped_for_time else "")
+    forbidden = [t for t in tests if t.failure == Kind.FORBIDDEN]
+    if forbidden:
+        return "forbidden-api", first_line(forbidden[0].message)
     return "ok", ""
 
 
-def run_probes(entry: Entry, ctx: Context, target: Path, sandbox: Path, passed_ids: set[str]) -> dict[str, str]:
-    """Components whose claimed passes the probes contradict -> why."""
-    if not ctx.settings.probes:
+def run_rechecks(ctx: Context, target: Path, sandbox: Path, passed_ids: set[str]) -> dict[str, str]:
+    """Components whose claimed passes the hidden re-checks contradict -> why."""
+    if not ctx.settings.rechecks:
         return {}
-    wanted = [p for p in probes.PROBES if any(a in passed_ids for a in p.anchors) and p.name in ctx.expected]
+    wanted = [r for r in registry.rechecks() if any(a in passed_ids for a in r.anchors) and r.name in ctx.expected]
     if not wanted:
         return {}
     lim = ctx.settings.limits
-    work = sandbox / "probe-work"
+    work = sandbox / "recheck-work"
     (work / "tmp").mkdir(parents=True, exist_ok=True)
-    run = run_child([sys.executable, "-I", "-m", "transformer_spec.probes", "--impl", str(target)],
+    run = run_child([sys.executable, "-I", "-m", "transformer_spec.recheck", "--impl", str(target)],
                     cwd=work, env=child_env(work, lim.threads), limits=lim,
-                    extra={"seed": ctx.seed, "probes": [p.name for p in wanted], "threads": lim.threads,
-                           "forbidden": _forbidden_list(ctx), "per_probe_seconds": min(30.0, lim.probe_seconds)},
-                    wall=lim.probe_seconds)
+                    extra={"seed": ctx.seed, "rechecks": [r.name for r in wanted], "threads": lim.threads,
+                           "forbidden": list(ctx.rubric.forbidden), "seconds_each": min(30.0, lim.recheck_seconds)},
+                    wall=lim.recheck_seconds)
     got: dict[str, dict] = {}
     for m in run.messages:
-        if m.get("kind") == "probe" and isinstance(m.get("probe"), str):
-            got[m["probe"]] = m
+        if m.get("kind") == "recheck" and isinstance(m.get("name"), str):
+            got[m["name"]] = m
     tampered: dict[str, str] = {}
-    for p in wanted:
+    for r in wanted:
         if run.forged:
-            why = f"the probe process sent {run.forged}"
+            why = f"the re-check process sent {run.forged}"
         else:
-            m = got.get(p.name)
+            m = got.get(r.name)
             if m is None:
                 why = "the submission's process ended before answering"
             elif "error" in m:
                 why = str(m["error"])[:300]
             else:
                 try:
-                    why = probes.compare(probes.decode_arrays(m.get("arrays")), ctx.expected[p.name])
+                    why = recheck.compare(recheck.decode_arrays(m.get("arrays")), ctx.expected[r.name])
                 except (ValueError, KeyError, TypeError) as exc:
                     why = f"unreadable answer ({exc})"
-        if why and p.component not in tampered:
-            tampered[p.component] = f"probe {p.name}: {why}"
+        if why and r.component not in tampered:
+            tampered[r.component] = f"re-check {r.name}: {why}"
     return tampered
-
-
-def _forbidden_list(ctx: Context) -> list[str]:
-    from transformer_spec import grading
-
-    if ctx.settings.rubric is None:
-        return list(grading.load_rubric().forbidden)
-    return list(grading.parse_rubric(read_toml(ctx.settings.rubric)).forbidden)

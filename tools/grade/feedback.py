@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from transformer_spec.contract import COMPONENTS
+from transformer_spec import registry, results_file
+from transformer_spec.results_file import format_points
 
-from .record import Record, first_line, format_number
+from .record import Record, first_line
 from .settings import MAX_TEST_OUTPUT
 
 STATUS_TEXT = {
@@ -22,35 +23,20 @@ STATUS_TEXT = {
 }
 
 
-def component_table(record: Record, skeleton: list[dict]) -> list[tuple[str, float, float, int, int]]:
-    rows = []
-    for comp in COMPONENTS:
-        ts = [t for t in record.tests if t["tags"][0] == comp]
-        if ts:
-            rows.append((comp, sum(t["score"] for t in ts), sum(t["max_score"] for t in ts),
-                         sum(1 for t in ts if t["status"] == "passed"), len(ts)))
-    return rows
-
-
-def results_json(record: Record, ctx_skeleton: list[dict], seconds: float = 0.0) -> dict:
-    rows = component_table(record, ctx_skeleton)
-    lines = [f"transformer-spec: {record.student} scored {format_number(record.total)} / {format_number(record.possible)}",
+def results_json(record: Record, seconds: float = 0.0) -> dict:
+    """The student's ``results.json`` (the one writer of :mod:`transformer_spec.results_file`)."""
+    rows = results_file.component_rows(record.tests)
+    lines = [f"transformer-spec: {record.student} scored {format_points(record.total)} / {format_points(record.possible)}",
              f"status: {record.status} ({STATUS_TEXT.get(record.status, '')})"]
     if record.detail:
         lines.append(record.detail)
-    lines += ["", f"{'component':<12} {'points':>17}   {'tests passed':>12}"]
-    lines += [f"{c:<12} {f'{e:.2f} / {p:.2f}':>17}   {f'{n} / {m}':>12}" for c, e, p, n, m in rows]
+    lines += ["", *results_file.table_lines(rows)]
     if record.diagnoses:
-        lines += ["", *(record.diagnoses[c] for c in COMPONENTS if c in record.diagnoses)]
-    hidden = any(t["visibility"] != "visible" for t in record.tests)
-    if hidden:
+        lines += ["", *(record.diagnoses[c] for c in registry.names() if c in record.diagnoses)]
+    if any(t["visibility"] != "visible" for t in record.tests):
         lines += ["", "Some tests are hidden until grades are published; the total is shown then."]
-    tests = [{"name": t["name"], "number": t["number"], "score": round(t["score"], 4),
-              "max_score": round(t["max_score"], 4), "status": t["status"], "output": t["output"],
-              "output_format": "text", "tags": t["tags"], "visibility": t["visibility"]} for t in record.tests]
-    return {"score": round(record.total, 4), "execution_time": round(seconds, 2), "output": "\n".join(lines) + "\n",
-            "output_format": "text", "test_output_format": "text", "stdout_visibility": "hidden",
-            "extra_data": {"diagnoses": dict(record.diagnoses)}, "tests": tests}
+    return results_file.results_json(record.tests, "\n".join(lines) + "\n", seconds,
+                                     {"diagnoses": dict(record.diagnoses), "status": record.status})
 
 
 #: failing tests of a component shown with their whole message in feedback.md (the rest: one line each)
@@ -67,24 +53,26 @@ def _one_line(text: str, n: int = 160) -> str:
 def feedback_md(record: Record) -> str:
     """What the student reads: the score, then per component its points, its diagnosis (once),
     and its failing tests (the first few with their whole message)."""
-    rows = component_table(record, record.tests)
+    rows = results_file.component_rows(record.tests)
     out = [f"# Feedback for {record.student}", "",
-           f"**Score: {format_number(record.total)} / {format_number(record.possible)}** (status: `{record.status}`: "
+           f"**Score: {format_points(record.total)} / {format_points(record.possible)}** (status: `{record.status}`: "
            f"{STATUS_TEXT.get(record.status, '')})", ""]
     if record.detail:
         out += [f"> {record.detail}", ""]
     out += ["| component | points | tests passed |", "|---|---:|---:|"]
-    out += [f"| {c} | {e:.2f} / {p:.2f} | {n} / {m} |" for c, e, p, n, m in rows]
+    out += [f"| {r.component} | {r.earned:.2f} / {r.possible:.2f} | {r.passed} / {r.total} |" for r in rows]
     hidden = sum(1 for t in record.tests if t["visibility"] != "visible")
     if record.status in _ONE_REASON:
         out += ["", "Every test scores 0 for the reason above; fix it and submit again."]
     else:
-        for comp, earned, possible, passed, total in rows:
+        for row in rows:
+            comp = row.component
             failed = [t for t in record.tests if t["tags"][0] == comp and t["status"] != "passed"
                       and t["visibility"] == "visible"]
             if not failed:
                 continue
-            out += ["", f"## {comp}: {earned:.2f} / {possible:.2f} points ({passed} of {total} tests passed)", ""]
+            out += ["", f"## {comp}: {row.earned:.2f} / {row.possible:.2f} points ({row.passed} of {row.total} "
+                        "tests passed)", ""]
             if comp in record.diagnoses:
                 out += [record.diagnoses[comp], ""]
             out += [f"{len(failed)} test(s) did not pass:", ""]

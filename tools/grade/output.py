@@ -78,10 +78,10 @@ class Output:
     def student_dir(self, student: str) -> Path:
         return self.out / "students" / student
 
-    def save(self, record: Record, run: ChildRun | None, cov: Path | None, skeleton: list[dict]) -> None:
+    def save(self, record: Record, run: ChildRun | None, cov: Path | None) -> None:
         d = self.student_dir(record.student)
         seconds = run.seconds if run is not None else 0.0
-        self.write(d / "results.json", json.dumps(results_json(record, skeleton, seconds), indent=2) + "\n")
+        self.write(d / "results.json", json.dumps(results_json(record, seconds), indent=2) + "\n")
         self.write(d / "feedback.md", feedback_md(record))
         self.write(d / "log.txt", run.log() if run is not None else "")
         if cov is not None and cov.is_dir():

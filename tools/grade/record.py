@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from transformer_spec.results_file import format_points
+
 
 @dataclass
 class Record:
@@ -20,12 +22,10 @@ class Record:
     diagnoses: dict[str, str] = field(default_factory=dict)  # component -> the diagnosis of its failures
 
     def row(self, comps: list[str]) -> list[str]:
-        return [self.student, self.status, format_number(self.total), format_number(self.possible),
-                *(format_number(self.components.get(c, 0.0)) for c in comps), self.detail]
+        return [self.student, self.status, format_points(self.total), format_points(self.possible),
+                *(format_points(self.components.get(c, 0.0)) for c in comps), self.detail]
 
 
-def format_number(x: float) -> str:
-    return f"{round(x, 2):g}"
 
 
 def first_line(text: str, n: int = 200) -> str:

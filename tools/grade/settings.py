@@ -9,8 +9,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]  # tools/grade/settings.py -> the repository root
 SUITE = ("conftest.py", "pyproject.toml", "spec_tests", "properties")
 DEFAULT_TESTS = ("spec_tests", "properties")
-STATUSES = ("ok", "no-submission", "import-error", "forbidden-api", "timeout", "memory-limit", "output-limit",
-            "interrupted", "crashed", "tampering", "grader-error")
 STATE_DIR = ".grade"
 RECORD = "record.json"
 MAX_TEST_OUTPUT = 4000
@@ -31,7 +29,7 @@ class Limits:
     memory_mb: int = 4096  # RLIMIT_AS of each child
     threads: int = 1
     max_output_mb: float = 20.0  # the child's stdout+stderr; more ends the run ("output-limit")
-    probe_seconds: float = 120.0
+    recheck_seconds: float = 120.0  # the hidden re-check's child
 
     @property
     def wall_seconds(self) -> float:
@@ -44,12 +42,18 @@ class Settings:
     rubric: str | None  # the rubric's text (None: the default)
     limits: Limits
     coverage: bool = False
-    probes: bool = True
+    rechecks: bool = True  # the hidden re-check of claimed passes
+
+    def rubric_object(self):
+        """The rubric, parsed (the default one when no text was given)."""
+        from transformer_spec import rubric
+
+        return rubric.rubric_from_text(self.rubric, "--rubric") if self.rubric else rubric.load_rubric()
 
     def fingerprint(self, suite_hash: str) -> dict:
         """What must be equal for two outputs to be resumed or merged together."""
         data = {"tests": self.tests, "rubric_sha256": _sha(self.rubric.encode()) if self.rubric else "default",
-                "limits": asdict(self.limits), "coverage": self.coverage, "probes": self.probes,
+                "limits": asdict(self.limits), "coverage": self.coverage, "rechecks": self.rechecks,
                 "suite_sha256": suite_hash}
         return data
 
@@ -57,11 +61,3 @@ class Settings:
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
-
-def read_toml(text: str) -> dict:
-    """A TOML text (the rubric given with ``--rubric``) as a dict."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # pragma: no cover
-        import tomli as tomllib  # type: ignore[no-redef]
-    return tomllib.loads(text)

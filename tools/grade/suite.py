@@ -9,8 +9,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from transformer_spec import outcomes, results_file, rubric
+
 from .children import child_env, run_child
-from .settings import REPO, SUITE, GradeError, Settings, read_toml
+from .settings import REPO, SUITE, GradeError, Settings
 
 
 class Suite:
@@ -41,9 +43,10 @@ class Context:
     settings: Settings
     suite: Suite
     tmp_root: Path
+    rubric: rubric.Rubric | None = None  # parsed once from settings.rubric
     skeleton: list[dict] = field(default_factory=list)  # results.json "tests" of a run that ran nothing
     seed: int = 0
-    expected: dict = field(default_factory=dict)  # probe name -> reference arrays
+    expected: dict = field(default_factory=dict)  # re-check name -> reference arrays
 
 
 def pytest_cmd(ctx: Context, sandbox: Path, impl: str, collect_only: bool = False) -> list[str]:
@@ -88,17 +91,12 @@ def collect_skeleton(ctx: Context) -> None:
                         extra={}, wall=600)
     finally:
         shutil.rmtree(sandbox, ignore_errors=True)
-    finals = [m for m in run.messages if m.get("final")]
-    if not finals or not finals[-1]["results"]["tests"]:
+    finals = [m for m in run.messages if m.get("kind") == outcomes.REPORT and m.get("final")]
+    report = outcomes.read_report(finals[-1]) if finals else None
+    if report is None or not report.tests:
         raise GradeError("could not collect the suite's tests (a usage error in --tests or --rubric?):\n"
                          + run.log()[-3000:])
-    skeleton = [{k: t[k] for k in ("name", "number", "max_score", "tags", "visibility")}
-                for t in finals[-1]["results"]["tests"]]
-    # The exact points (results.json rounds them), from the rubric as the plugin shares them.
-    from transformer_spec import grading
-
-    rubric = grading.parse_rubric(read_toml(ctx.settings.rubric)) if ctx.settings.rubric else grading.load_rubric()
-    points, _ = grading.assign_points(rubric, {t["name"].split("] ", 1)[1]: t["tags"][0] for t in skeleton})
-    for t in skeleton:
-        t["max_score"] = points[t["name"].split("] ", 1)[1]]
-    ctx.skeleton = skeleton
+    # The points, from the rubric as the plugin shares them (the parent's own computation).
+    points, _ = rubric.assign_points(ctx.rubric, {t.nodeid: t.component for t in report.tests.values()})
+    ctx.skeleton = [results_file.test_entry(t.nodeid, t.component, t.number, points[t.nodeid], 0.0, False, "",
+                                            t.hidden) for t in report.tests.values()]

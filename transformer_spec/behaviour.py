@@ -1,0 +1,163 @@
+"""Behaviour probes: a submission's *features* on fixed inputs, for the diagnosis.
+
+Each component's probes (``behaviour(impl, features)`` in its module of
+:mod:`transformer_spec.components`) run the submission on fixed inputs: known weights set by the
+contract's parameter names, float64, eval mode unless a probe is about train mode. Each probe
+gives a *feature*: a tensor, a list of tokens, a yes/no behaviour ("eval() is deterministic"),
+or the kind of error raised. :mod:`transformer_spec.diagnose` compares the features of a
+submission with those of the reference and of every pitfall.
+
+Tensors agree within ``rtol=1e-6, atol=1e-7`` (float64 probes), NaN equal to NaN (:func:`same`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from collections.abc import Callable, Iterable
+
+import torch
+
+from . import alarm, inputs, loader, registry, testing
+
+Features = dict[str, object]
+RTOL, ATOL = 1e-6, 1e-7
+DTYPE = torch.float64
+#: seconds allowed for one component's probes on a submission (a hang is not diagnosed)
+PROBE_TIME_LIMIT = 30
+#: the probes' sizes: model width, heads, feed-forward width
+D, H, FF = 8, 2, 16
+
+
+def value(x):
+    if isinstance(x, torch.Tensor):
+        kind = "bool" if x.dtype == torch.bool else ("float" if x.dtype.is_floating_point else "int")
+        return ("tensor", tuple(x.shape), kind, x.detach().cpu().to(torch.float64).clone())
+    if isinstance(x, (list, tuple)) and x and all(isinstance(t, torch.Tensor) for t in x):
+        return value(torch.stack([t.detach() for t in x]))
+    return x
+
+
+def capture(features: Features, name: str, fn: Callable[[], object]) -> None:
+    """``features[name] = fn()``, or the kind of error it raised."""
+    try:
+        out = fn()
+    except loader.SubmissionError:
+        out = "not submitted"
+    except Exception as exc:  # noqa: BLE001 - any error is a behaviour
+        out = f"raises {type(exc).__name__}"
+    if isinstance(out, tuple) and len(out) in (2, 3) and all(isinstance(t, torch.Tensor) for t in out):
+        for i, t in enumerate(out):
+            features[f"{name}[{i}]"] = value(t)
+    else:
+        features[name] = value(out)
+
+
+def same(a, b) -> bool:
+    """Two features agree (tensors within tolerance, NaN = NaN; everything else equal)."""
+    if isinstance(a, tuple) and isinstance(b, tuple) and a[:1] == b[:1] == ("tensor",):
+        if a[1:3] != b[1:3]:
+            return False
+        return bool(torch.allclose(a[3], b[3], rtol=RTOL, atol=ATOL, equal_nan=True))
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return False
+    return a == b
+
+
+def module(cls, params: dict, train: bool = False, **kwargs):
+    m = cls(**kwargs).to(DTYPE)
+    testing.set_parameters(m, params)
+    return m.train(train)
+
+
+def zeroed(params: dict, *names: str) -> dict:
+    out = dict(params)
+    for n in names:
+        out[n] = torch.zeros_like(out[n])
+    return out
+
+
+def deterministic(fn) -> bool:
+    torch.manual_seed(1)
+    a = fn()
+    torch.manual_seed(2)
+    b = fn()
+    return bool(torch.equal(a, b))
+
+
+def names_arg(fn, arg: str) -> str:
+    try:
+        fn()
+    except (ValueError, TypeError) as exc:
+        return f"{type(exc).__name__} {'naming' if arg in str(exc) else 'not naming'} {arg}"
+    except loader.SubmissionError:
+        return "not submitted"
+    except Exception as exc:  # noqa: BLE001
+        return f"raises {type(exc).__name__}"
+    return "no error"
+
+
+def block_probes(f: Features, cls, shapes, call, zero_names) -> None:
+    p = testing.seeded_parameters(shapes, seed=31)
+    for norm_first in (True, False):
+        tag = "pre" if norm_first else "post"
+        capture(f, tag, lambda nf=norm_first: call(module(cls, p, d_model=D, num_heads=H, d_ff=FF,
+                                                            dropout=0.0, norm_first=nf)))
+    capture(f, "eval_deterministic", lambda: deterministic(
+        lambda: call(module(cls, p, d_model=D, num_heads=H, d_ff=FF, dropout=0.5))[0]))
+
+    def train_zero_sublayers_is_identity():
+        torch.manual_seed(4)
+        m = module(cls, zeroed(p, *zero_names), True, d_model=D, num_heads=H, d_ff=FF, dropout=0.5)
+        out = call(m)[0]
+        return bool(torch.allclose(out, inputs.randn(2, 4, D, seed=32)))
+
+    capture(f, "pre_train_zero_sublayers_is_identity", train_zero_sublayers_is_identity)
+
+    def train_ffn_output_values():  # ffn(...) = 1 exactly: x + dropout(1) is x + 0 or x + 2
+        torch.manual_seed(4)
+        q = {**zeroed(p, *zero_names), "ffn.linear2.bias": torch.ones_like(p["ffn.linear2.bias"])}
+        m = module(cls, q, True, d_model=D, num_heads=H, d_ff=FF, dropout=0.5)
+        added = call(m)[0] - inputs.randn(2, 4, D, seed=32)
+        return torch.unique(added.round(decimals=6))  # [0, 2]; [1] when the block does not drop it
+
+    capture(f, "pre_train_ffn_output_values", train_ffn_output_values)
+
+
+VOCAB, MAX_LEN = 13, 8
+
+
+def small_minigpt(impl, dropout=0.0):
+    params = testing.minigpt_parameters(VOCAB, D, 2, FF, seed=51)
+    return module(impl.MiniGPT, params, vocab_size=VOCAB, d_model=D, num_heads=H, num_layers=2, d_ff=FF,
+                   max_len=MAX_LEN, dropout=dropout)
+
+
+
+def features(impl, components: Iterable[str] | None = None) -> dict[str, Features]:
+    """Every probe's feature for ``impl`` (a loaded submission), per component."""
+    out: dict[str, Features] = {}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: one thread is fastest, and a shared machine stays usable
+    with torch.random.fork_rng(), _quiet(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in registry.names() if components is None else components:
+            f: Features = {}
+            torch.manual_seed(0)
+            try:
+                with alarm.time_limit(PROBE_TIME_LIMIT, f"the diagnosis probes of {name!r}") as limit:
+                    registry.get(name).behaviour(impl, f)
+            except alarm.Expired as exc:
+                if not exc.of(limit):
+                    raise  # an outer limit (the whole diagnosis's) ran out
+                f["timeout"] = "timeout"
+            out[name] = f
+    torch.set_num_threads(threads)
+    return out
+
+
+@contextlib.contextmanager
+def _quiet():
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+        yield

@@ -1,0 +1,1 @@
+"""The built-in components, one module each (found by :func:`transformer_spec.registry.components`)."""

@@ -1,0 +1,116 @@
+"""Component 'attention'. Scaled dot-product attention: softmax(Q K^T / sqrt(d_k)) V with a bool mask (seed 001, sections 3-4 and 9)."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import behaviour as bp
+from .. import inputs, recheck
+from ..registry import Component, Name, Recheck, pitfall
+
+NAMES = (
+    Name("scaled_dot_product_attention", "attention", "function",
+         "scaled_dot_product_attention(q, k, v, mask=None, scale=None) -> (output (..., Lq, d_v), "
+         "weights (..., Lq, Lk)); scale=None means 1/sqrt(d_k)"),
+)
+
+PITFALLS = (
+    pitfall("no_scaling", "attention",
+       "The scores are not divided by sqrt(d_k): softmax(QK^T) V saturates for large d_k "
+       "(seed 000: `scores / math.sqrt(d_k)`).",
+       ("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = 1.0")),
+    pitfall("scaled_by_d_k", "attention",
+       "The scores are divided by d_k instead of sqrt(d_k).",
+       ("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = 1.0 / q.size(-1)")),
+    pitfall("multiplied_by_sqrt_d_k", "attention",
+       "The scores are multiplied by sqrt(d_k) instead of divided by it.",
+       ("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = math.sqrt(q.size(-1))")),
+    pitfall("scale_argument_ignored", "attention",
+       "A given `scale` is ignored: `scale=None` means 1/sqrt(d_k), but a float must multiply the scores.",
+       ("attention.py", "scores = torch.matmul(q, k.transpose(-2, -1)) * scale",
+        "scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))")),
+    pitfall("softmax_over_queries", "attention",
+       "softmax runs over the wrong dimension (the queries, dim=-2): it must normalise over the "
+       "keys, dim=-1, so each query's weights sum to 1 (seed 001 section 10).",
+       ("attention.py", "weights = F.softmax(scores, dim=-1)", "weights = F.softmax(scores, dim=-2)")),
+    pitfall("mask_ignored", "attention",
+       "The mask is never applied: blocked keys (padding, the future) still get attention "
+       "(seed 001 section 10, 'mask forgotten').",
+       ("attention.py", "if mask is not None:", "if False:  # the mask is forgotten")),
+    pitfall("mask_inverted", "attention",
+       "The boolean mask is read the wrong way round: in this contract True means BLOCKED "
+       "(`masked_fill(mask, -inf)`), the opposite of torch's SDPA `attn_mask`.",
+       ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', 'scores.masked_fill_(~mask, float("-inf"))')),
+    pitfall("masked_with_zero", "attention",
+       "Blocked scores are set to 0 instead of -inf: exp(0) = 1, so blocked keys still get weight.",
+       ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores.masked_fill_(mask, 0.0)")),
+    pitfall("nan_on_fully_blocked_rows", "attention",
+       "A query whose keys are all blocked gets softmax(-inf, ..., -inf) = NaN: such rows must give "
+       "all-zero weights and an all-zero output.",
+       ("attention.py", "if blocked_rows.any():", "if False:  # no special case")),
+    pitfall("keys_not_transposed", "attention",
+       "The scores are q @ k instead of q @ k^T (`k.transpose(-2, -1)`): the shapes are mixed up.",
+       ("attention.py", "scores = torch.matmul(q, k.transpose(-2, -1)) * scale",
+        "scores = torch.matmul(q, k) * scale")),
+    pitfall("finite_mask_fill", "attention",
+       "Blocked scores are filled with -1e9 (seed 001 section 11's exercise) instead of -inf: once the "
+       "allowed scores are below -1e9 the blocked keys take the weight; blocked keys must get exactly 0.",
+       ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores.masked_fill_(mask, -1e9)")),
+    pitfall("finite_mask_fill_1e4", "attention",
+       "Blocked scores are filled with -10000 (seed 001 section 8.1's 'sufficiently small negative number') "
+       "instead of -inf: an allowed score of -20000 loses to the blocked keys; blocked keys must get exactly 0.",
+       ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores.masked_fill_(mask, -10000.0)")),
+    pitfall("softmax_without_max_subtraction", "attention",
+       "softmax written as exp(s) / sum(exp(s)) without subtracting the row maximum first: exp "
+       "overflows to inf for scores above ~88 in float32, and inf / inf is NaN. Subtract "
+       "`scores.amax(-1, keepdim=True)` before exp, or use F.softmax.",
+       ("attention.py", "weights = F.softmax(scores, dim=-1)  # over the keys: each row sums to 1",
+        "exp = scores.exp()\n    weights = exp / exp.sum(dim=-1, keepdim=True)")),
+)
+
+
+def behaviour(impl, f: bp.Features) -> None:
+    """The diagnosis probes of 'attention' (transformer_spec/behaviour.py)."""
+    sdpa = lambda *a, **k: impl.scaled_dot_product_attention(*a, **k)  # noqa: E731
+    q, k, v = inputs.randn(2, 3, 4, seed=1), inputs.randn(2, 5, 4, seed=2), inputs.randn(2, 5, 6, seed=3)
+    bp.capture(f, "plain", lambda: sdpa(q * 2, k * 2, v))
+    bp.capture(f, "scale_0.3", lambda: sdpa(q, k, v, scale=0.3))
+    x = inputs.randn(2, 4, 4, seed=4) * 2
+    bp.capture(f, "causal", lambda: sdpa(x, x, x, inputs.causal(4)))
+    mask = torch.zeros(2, 3, 5, dtype=torch.bool)
+    mask[0, :, 3:] = True
+    mask[1, 1, :] = True  # a fully blocked row
+    bp.capture(f, "blocked", lambda: sdpa(q, k, v, mask))
+    # Allowed scores far below zero: a finite fill (-1e9, -1e4) gives the blocked key the weight.
+    one, values = torch.ones(1, 1, 1, dtype=bp.DTYPE), torch.tensor([[[1.0], [2.0]]], dtype=bp.DTYPE)
+    second_blocked = torch.tensor([[[False, True]]])
+    for low in (-2e4, -2e9):
+        keys = torch.tensor([[[low], [0.0]]], dtype=bp.DTYPE)
+        bp.capture(f, f"blocked_after_{low:g}", lambda keys=keys: sdpa(one, keys, values, second_blocked))
+
+
+def _sdpa(mask_kind: str, scale):
+    def run(mod, seed):
+        s = inputs.ORACLE
+        q, k, v = (inputs.randn(s.b, s.h, s.lq, 4, seed=seed + 1), inputs.randn(s.b, s.h, s.lk, 4, seed=seed + 2),
+                   inputs.randn(s.b, s.h, s.lk, 6, seed=seed + 3))
+        mask = {"none": lambda: None, "random": lambda: inputs.random_mask(s.b, s.h, s.lq, s.lk, seed=seed + 4),
+                "broadcast_lq_lk": lambda: inputs.random_mask(s.lq, s.lk, seed=seed + 5),
+                "padding": lambda: inputs.padding(s.lk, [s.lk, 4])}[mask_kind]()
+        out, weights = mod.scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)
+        return recheck.as_numpy(out=out, weights=weights)
+    return run
+
+
+RECHECKS = tuple(
+    Recheck(f"sdpa[{sid}-{mask_kind}]", "attention",
+            (f"{recheck.ORACLE}test_sdpa_matches_torch[float64-{sid}-{mask_kind}]",), _sdpa(mask_kind, scale))
+    for scale, sid in ((None, "scale_none"), (0.3, "scale_0.3"))
+    for mask_kind in ("none", "random", "broadcast_lq_lk", "padding")
+)
+
+
+COMPONENT = Component(
+    "attention", label="attn", points=14, order=1, depends_on=(),
+    names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
+)

@@ -1,0 +1,82 @@
+"""Component 'decoder'. The decoder block: masked self-attention, cross-attention to the memory, feed-forward."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import behaviour as bp
+from .. import inputs, recheck, testing
+from ..registry import Component, Name, Recheck, pitfall
+
+NAMES = (
+    Name("TransformerDecoderBlock", "decoder", "module",
+         "TransformerDecoderBlock(d_model=512, num_heads=8, d_ff=2048, dropout=0.1, norm_first=True) "
+         "with self_attn, cross_attn, ffn, norm1, norm2, norm3, dropout; forward(x, memory, "
+         "tgt_mask=None, memory_mask=None) -> (x, self_weights, cross_weights)"),
+)
+
+PITFALLS = (
+    pitfall("cross_attention_to_itself", "decoder",
+       "The decoder's cross-attention attends to the decoder itself: its keys and values must come "
+       "from `memory` (the encoder output).",
+       ("blocks.py", "self.cross_attn(self.norm2(x), memory, memory, memory_mask)",
+        "self.cross_attn(self.norm2(x), self.norm2(x), self.norm2(x), None)"),
+       ("blocks.py", "self.cross_attn(x, memory, memory, memory_mask)", "self.cross_attn(x, x, x, None)")),
+    pitfall("cross_attention_without_memory_mask", "decoder",
+       "The decoder's cross-attention ignores `memory_mask`: padded source positions are attended.",
+       ("blocks.py", "self.cross_attn(self.norm2(x), memory, memory, memory_mask)",
+        "self.cross_attn(self.norm2(x), memory, memory, None)"),
+       ("blocks.py", "self.cross_attn(x, memory, memory, memory_mask)", "self.cross_attn(x, memory, memory, None)")),
+    pitfall("decoder_self_attention_without_tgt_mask", "decoder",
+       "The decoder's self-attention ignores `tgt_mask`: each target token sees the future.",
+       ("blocks.py", "self.self_attn(self.norm1(x), tgt_mask)", "self.self_attn(self.norm1(x), None)"),
+       ("blocks.py", "self.self_attn(x, tgt_mask)", "self.self_attn(x, None)")),
+    pitfall("decoder_post_ln_for_pre_ln", "decoder",
+       "The decoder block applies LayerNorm after the residual (Post-LN) when norm_first=True asks for "
+       "Pre-LN (and the other way round).",
+       ("blocks.py", "if self.norm_first:\n            attn_out, self_weights",
+        "if not self.norm_first:\n            attn_out, self_weights")),
+    pitfall("decoder_cross_residual_missing", "decoder",
+       "The decoder block drops the residual connection around cross-attention.",
+       ("blocks.py", "x = x + self.dropout(cross_out)", "x = self.dropout(cross_out)")),
+    pitfall("decoder_sublayer_output_not_dropped", "decoder",
+       "The decoder block never applies its own dropout to the FFN sublayer's output: the contract's "
+       "block is x + dropout(ffn(norm3(x))), like the encoder's.",
+       ("blocks.py", "x = x + self.dropout(self.ffn(self.norm3(x)))", "x = x + self.ffn(self.norm3(x))")),
+)
+
+
+def behaviour(impl, f: bp.Features) -> None:
+    """The diagnosis probes of 'decoder' (transformer_spec/behaviour.py)."""
+    x, memory = inputs.randn(2, 4, bp.D, seed=32), inputs.randn(2, 5, bp.D, seed=33)
+    memory_mask = torch.zeros(2, 1, 1, 5, dtype=torch.bool)
+    memory_mask[1, ..., 3:] = True
+    bp.block_probes(f, impl.TransformerDecoderBlock, testing.decoder_block_shapes(bp.D, bp.FF),
+                  lambda m: m(x, memory, inputs.causal(4), memory_mask),
+                  ("self_attn.W_O.weight", "cross_attn.W_O.weight", "ffn.linear2.weight", "ffn.linear2.bias"))
+
+
+def _decoder(norm_first: bool, mask_kind: str):
+    def run(mod, seed):
+        s = inputs.ORACLE
+        block = mod.TransformerDecoderBlock(d_model=s.d, num_heads=s.h, d_ff=s.ff, dropout=0.0, norm_first=norm_first)
+        block = recheck.with_weights(block, testing.decoder_block_shapes(s.d, s.ff), seed)
+        x, memory = inputs.randn(s.b, s.lq, s.d, seed=seed + 1), inputs.randn(s.b, s.lk, s.d, seed=seed + 2)
+        masks = (None, None) if mask_kind == "none" else (inputs.causal(s.lq), inputs.padding(s.lk, [s.lk, 4]))
+        out, self_w, cross_w = block(x, memory, tgt_mask=masks[0], memory_mask=masks[1])
+        return recheck.as_numpy(out=out, self_weights=self_w, cross_weights=cross_w)
+    return run
+
+
+RECHECKS = tuple(
+    Recheck(f"decoder[{kind}-{nid}]", "decoder",
+            (f"{recheck.ORACLE}test_decoder_block_matches_torch[float64-{kind}-{nid}]",), _decoder(norm_first, kind))
+    for norm_first, nid in ((True, "pre_ln"), (False, "post_ln"))
+    for kind in ("none", "causal_and_memory_padding")
+)
+
+
+COMPONENT = Component(
+    "decoder", label="dec", points=10, order=6, depends_on=('mha', 'ffn'),
+    names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
+)

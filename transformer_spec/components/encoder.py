@@ -1,0 +1,85 @@
+"""Component 'encoder'. The encoder block: self-attention and feed-forward sublayers with residuals, Pre-LN or Post-LN."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import behaviour as bp
+from .. import inputs, recheck, testing
+from ..registry import Component, Name, Recheck, pitfall
+
+NAMES = (
+    Name("TransformerEncoderBlock", "encoder", "module",
+         "TransformerEncoderBlock(d_model=512, num_heads=8, d_ff=2048, dropout=0.1, norm_first=True) "
+         "with self_attn, ffn, norm1, norm2, dropout; forward(x, mask=None) -> (x, attn_weights)"),
+)
+
+PITFALLS = (
+    pitfall("encoder_post_ln_for_pre_ln", "encoder",
+       "The encoder block applies LayerNorm after the residual (Post-LN) when norm_first=True asks for "
+       "Pre-LN, x + drop(attn(norm1(x))) (and the other way round).",
+       ("blocks.py", "if self.norm_first:\n            attn_out, attn_weights",
+        "if not self.norm_first:\n            attn_out, attn_weights")),
+    pitfall("encoder_attention_residual_missing", "encoder",
+       "The encoder block drops the residual connection around self-attention: x = x + drop(attn(...)).",
+       ("blocks.py", "x = x + self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))",
+        "x = self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))")),
+    pitfall("encoder_ffn_residual_missing", "encoder",
+       "The encoder block drops the residual connection around the feed-forward: x = x + drop(ffn(...)).",
+       ("blocks.py", "x = x + self.dropout(self.ffn(self.norm2(x)))", "x = self.dropout(self.ffn(self.norm2(x)))")),
+    pitfall("encoder_one_layernorm_reused", "encoder",
+       "The encoder block reuses norm1 before the feed-forward: each sublayer has its own LayerNorm (norm2).",
+       ("blocks.py", "x = x + self.dropout(self.ffn(self.norm2(x)))", "x = x + self.dropout(self.ffn(self.norm1(x)))")),
+    pitfall("encoder_mask_not_passed", "encoder",
+       "The encoder block does not pass `mask` to its self-attention.",
+       ("blocks.py", "self.self_attn(self.norm1(x), mask, kv_cache=kv_cache)",
+        "self.self_attn(self.norm1(x), None, kv_cache=kv_cache)"),
+       ("blocks.py", "self.self_attn(x, mask, kv_cache=kv_cache)", "self.self_attn(x, None, kv_cache=kv_cache)")),
+    pitfall("encoder_dropout_on_residual_stream", "encoder",
+       "Dropout is applied to the residual sum, dropout(x + attn): it belongs on the sublayer's output "
+       "only, x + dropout(attn(...)).",
+       ("blocks.py", "x = x + self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))",
+        "x = self.dropout(x + attn_out)\n            x = self.dropout(x + self.ffn(self.norm2(x)))")),
+    pitfall("encoder_sublayer_output_not_dropped", "encoder",
+       "The encoder block never applies its own dropout to the FFN sublayer's output (as when dropout "
+       "lives only inside the sublayers, nanoGPT-style): the contract's block is x + dropout(ffn(norm2(x))) "
+       "(seed 000 step 5).",
+       ("blocks.py", "x = x + self.dropout(self.ffn(self.norm2(x)))", "x = x + self.ffn(self.norm2(x))")),
+)
+
+
+def behaviour(impl, f: bp.Features) -> None:
+    """The diagnosis probes of 'encoder' (transformer_spec/behaviour.py)."""
+    x = inputs.randn(2, 4, bp.D, seed=32)
+    mask = torch.zeros(2, 1, 1, 4, dtype=torch.bool)
+    mask[1, ..., 3] = True
+    bp.block_probes(f, impl.TransformerEncoderBlock, testing.encoder_block_shapes(bp.D, bp.FF),
+                  lambda m: m(x, mask),
+                  ("self_attn.W_O.weight", "ffn.linear2.weight", "ffn.linear2.bias"))
+    bp.capture(f, "pre_causal", lambda: bp.module(
+        impl.TransformerEncoderBlock, testing.seeded_parameters(testing.encoder_block_shapes(bp.D, bp.FF), seed=31),
+        d_model=bp.D, num_heads=bp.H, d_ff=bp.FF, dropout=0.0)(x, inputs.causal(4)))
+
+
+def _encoder(norm_first: bool, mask_kind: str):
+    def run(mod, seed):
+        s = inputs.ORACLE
+        block = mod.TransformerEncoderBlock(d_model=s.d, num_heads=s.h, d_ff=s.ff, dropout=0.0, norm_first=norm_first)
+        block = recheck.with_weights(block, testing.encoder_block_shapes(s.d, s.ff), seed)
+        out, weights = block(inputs.randn(s.b, s.lq, s.d, seed=seed + 1), recheck.mha_masks(s.lq, seed, True)[mask_kind])
+        return recheck.as_numpy(out=out, weights=weights)
+    return run
+
+
+RECHECKS = tuple(
+    Recheck(f"encoder[{kind}-{nid}]", "encoder",
+            (f"{recheck.ORACLE}test_encoder_block_matches_torch[float64-{kind}-{nid}]",), _encoder(norm_first, kind))
+    for norm_first, nid in ((True, "pre_ln"), (False, "post_ln"))
+    for kind in ("none", "causal", "padding")
+)
+
+
+COMPONENT = Component(
+    "encoder", label="enc", points=10, order=5, depends_on=('mha', 'ffn'),
+    names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
+)

@@ -1,0 +1,70 @@
+"""Component 'ffn'. The position-wise feed-forward network: linear2(dropout(gelu(linear1(x)))) (seed 000)."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import behaviour as bp
+from .. import inputs, recheck, testing
+from ..registry import Component, Name, Recheck, pitfall
+
+NAMES = (
+    Name("FeedForward", "ffn", "module",
+         "FeedForward(d_model=512, d_ff=2048, dropout=0.1) with linear1, linear2, dropout; "
+         "forward(x) = linear2(dropout(gelu(linear1(x)))) with exact erf GELU"),
+)
+
+PITFALLS = (
+    pitfall("relu_instead_of_gelu", "ffn",
+       "The feed-forward uses ReLU: the contract asks for the exact (erf) GELU, F.gelu(x).",
+       ("feedforward.py", "F.gelu(self.linear1(x))", "F.relu(self.linear1(x))")),
+    pitfall("tanh_gelu", "ffn",
+       "The feed-forward uses the tanh approximation of GELU: the contract asks for the exact erf GELU.",
+       ("feedforward.py", "F.gelu(self.linear1(x))", 'F.gelu(self.linear1(x), approximate="tanh")')),
+    pitfall("no_activation", "ffn",
+       "The feed-forward has no activation between linear1 and linear2: it collapses to one linear map.",
+       ("feedforward.py", "F.gelu(self.linear1(x))", "self.linear1(x)")),
+    pitfall("ffn_dropout_after_linear2", "ffn",
+       "Dropout is applied after linear2: the contract's FFN is linear2(dropout(gelu(linear1(x)))).",
+       ("feedforward.py", "return self.linear2(self.dropout(F.gelu(self.linear1(x))))",
+        "return self.dropout(self.linear2(F.gelu(self.linear1(x))))")),
+    pitfall("ffn_dropout_in_eval", "ffn",
+       "Dropout stays active in eval(): use self.dropout (nn.Dropout), which acts only in train() mode.",
+       ("feedforward.py", "self.linear2(self.dropout(F.gelu(self.linear1(x))))",
+        "self.linear2(F.dropout(F.gelu(self.linear1(x)), self.dropout.p, training=True))")),
+)
+
+
+def behaviour(impl, f: bp.Features) -> None:
+    """The diagnosis probes of 'ffn' (transformer_spec/behaviour.py)."""
+    p = testing.seeded_parameters(testing.ffn_shapes(bp.D, bp.FF), seed=21)
+    x = inputs.randn(2, 3, bp.D, seed=22) * 2
+
+    def ffn(dropout=0.0, params=p, train=False):
+        return bp.module(impl.FeedForward, params, train, d_model=bp.D, d_ff=bp.FF, dropout=dropout)
+
+    bp.capture(f, "out", lambda: ffn()(x))
+    bp.capture(f, "eval_deterministic", lambda: bp.deterministic(lambda: ffn(0.5)(x)))
+    zero = bp.zeroed(p, "linear2.weight")
+
+    def train_zero_linear2_gives_bias():
+        torch.manual_seed(3)
+        out = ffn(0.5, zero, train=True)(x)
+        return bool(torch.allclose(out, zero["linear2.bias"].expand_as(out)))
+
+    bp.capture(f, "train_zero_linear2_gives_bias", train_zero_linear2_gives_bias)
+
+
+def _ffn(mod, seed):
+    s = inputs.ORACLE
+    m = recheck.with_weights(mod.FeedForward(d_model=s.d, d_ff=s.ff, dropout=0.0), testing.ffn_shapes(s.d, s.ff), seed)
+    return recheck.as_numpy(out=m(inputs.randn(s.b, s.lq, s.d, seed=seed + 1) * 2))
+
+
+RECHECKS = (Recheck("ffn", "ffn", (f"{recheck.ORACLE}test_feed_forward_matches_torch[float64]",), _ffn),)
+
+
+COMPONENT = Component(
+    "ffn", label="ffn", points=6, order=4, depends_on=(),
+    names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
+)

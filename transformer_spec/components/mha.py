@@ -1,0 +1,124 @@
+"""Component 'mha'. Multi-head attention: W_Q, W_K, W_V, heads of d_k = D / H, W_O (seed 001, section 5)."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import behaviour as bp
+from .. import inputs, recheck, testing
+from ..registry import Component, Name, Recheck, pitfall
+
+_SPLIT = "self.W_{p}({a}).view(B, {n}, self.num_heads, self.d_k).transpose(1, 2)"
+
+NAMES = (
+    Name("MultiHeadAttention", "mha", "module",
+         "MultiHeadAttention(d_model=512, num_heads=8, dropout=0.1) with W_Q, W_K, W_V, W_O "
+         "(Linear(D, D, bias=False)); forward(query, key, value, mask=None) -> (output (B, Lq, D), "
+         "weights (B, H, Lq, Lk))"),
+    Name("MultiHeadSelfAttention", "mha", "module",
+         "MultiHeadSelfAttention(d_model=512, num_heads=8, dropout=0.1); forward(x, mask=None) -> "
+         "(output, weights (B, H, L, L)), same as MultiHeadAttention(x, x, x, mask); where (or whether) dropout "
+         "acts inside is free"),
+)
+
+PITFALLS = (
+    pitfall("heads_split_without_transpose", "mha",
+       "The heads are split with view(B, H, L, d_k): it must be view(B, L, H, d_k).transpose(1, 2), "
+       "otherwise each 'head' mixes positions (seed 001 section 10, 'shapes mixed up').",
+       *(("multihead.py", _SPLIT.format(p=p, a=a, n=n),
+          f"self.W_{p}({a}).view(B, self.num_heads, {n}, self.d_k)")
+         for p, a, n in (("Q", "query", "Lq"), ("K", "key", "Lk"), ("V", "value", "Lk")))),
+    pitfall("heads_merged_without_transpose", "mha",
+       "The heads are merged with reshape(B, L, D) straight from (B, H, L, d_k): transpose(1, 2) first, "
+       "so each position gets its own heads back.",
+       ("multihead.py", "heads.transpose(1, 2).reshape(B, Lq, self.d_model)", "heads.reshape(B, Lq, self.d_model)")),
+    pitfall("W_O_missing", "mha",
+       "The concatenated heads are returned without the output projection W_O.",
+       ("multihead.py", "return self.W_O(concat), weights", "return concat, weights")),
+    pitfall("scaled_by_sqrt_d_model", "mha",
+       "Multi-head attention scales by 1/sqrt(d_model): each head has d_k = d_model / num_heads "
+       "features, so the scale is 1/sqrt(d_k).",
+       ("multihead.py", "import torch.nn as nn\n", "import math\n\nimport torch.nn as nn\n"),
+       ("multihead.py", "scaled_dot_product_attention(Q, K, V, mask, dropout=self.dropout)",
+        "scaled_dot_product_attention(Q, K, V, mask, scale=1.0 / math.sqrt(self.d_model), dropout=self.dropout)")),
+    pitfall("keys_from_query", "mha",
+       "The keys are projected from the query (W_K(query)): in cross-attention the keys come from `key`.",
+       ("multihead.py", "K = self.W_K(key).view(B, Lk,", "K = self.W_K(query).view(B, Lk,")),
+    pitfall("values_from_key", "mha",
+       "The values are projected from `key` instead of `value`.",
+       ("multihead.py", "V = self.W_V(value).view(", "V = self.W_V(key).view(")),
+    pitfall("W_Q_used_for_keys", "mha",
+       "The keys are projected with W_Q instead of W_K (a copy-paste slip).",
+       ("multihead.py", "K = self.W_K(key)", "K = self.W_Q(key)")),
+    pitfall("mha_mask_not_passed", "mha",
+       "Multi-head attention does not pass `mask` on to the attention: blocked keys are attended.",
+       ("multihead.py", "scaled_dot_product_attention(Q, K, V, mask, dropout=self.dropout)",
+        "scaled_dot_product_attention(Q, K, V, None, dropout=self.dropout)")),
+    pitfall("mha_dropout_in_eval", "mha",
+       "Attention dropout stays active in eval(): dropout must act only in train() mode.",
+       ("multihead.py", "scaled_dot_product_attention(Q, K, V, mask, dropout=self.dropout)",
+        "scaled_dot_product_attention(Q, K, V, mask, dropout=lambda w: nn.functional.dropout("
+        "w, self.dropout.p, training=True))")),
+    pitfall("self_attention_ignores_mask", "mha",
+       "MultiHeadSelfAttention drops its `mask` argument.",
+       ("multihead.py", "return super().forward(x, x, x, mask, kv_cache=kv_cache)",
+        "return super().forward(x, x, x, None, kv_cache=kv_cache)")),
+)
+
+
+def _mha_params():
+    return testing.seeded_parameters(testing.mha_shapes(bp.D), seed=11)
+
+
+def behaviour(impl, f: bp.Features) -> None:
+    """The diagnosis probes of 'mha' (transformer_spec/behaviour.py)."""
+    p = _mha_params()
+    query, key, value = inputs.randn(2, 3, bp.D, seed=12), inputs.randn(2, 5, bp.D, seed=13), inputs.randn(2, 5, bp.D, seed=14)
+    mask = torch.zeros(2, 1, 1, 5, dtype=torch.bool)
+    mask[1, ..., 3:] = True
+    x = inputs.randn(2, 4, bp.D, seed=15)
+
+    def mha(dropout=0.0):
+        return bp.module(impl.MultiHeadAttention, p, d_model=bp.D, num_heads=bp.H, dropout=dropout)
+
+    bp.capture(f, "cross", lambda: mha()(query, key, value))
+    bp.capture(f, "cross_masked", lambda: mha()(query, key, value, mask))
+    bp.capture(f, "self_causal", lambda: bp.module(impl.MultiHeadSelfAttention, p, d_model=bp.D, num_heads=bp.H,
+                                               dropout=0.0)(x, inputs.causal(4)))
+    bp.capture(f, "eval_deterministic", lambda: bp.deterministic(lambda: mha(0.5)(query, key, value)[0]))
+
+
+def _mha(mask_kind: str):
+    def run(mod, seed):
+        s = inputs.ORACLE
+        m = recheck.with_weights(mod.MultiHeadAttention(d_model=s.d, num_heads=s.h, dropout=0.0),
+                                 testing.mha_shapes(s.d), seed)
+        q, k, v = (inputs.randn(s.b, s.lq, s.d, seed=seed + 1), inputs.randn(s.b, s.lk, s.d, seed=seed + 2),
+                   inputs.randn(s.b, s.lk, s.d, seed=seed + 3))
+        out, weights = m(q, k, v, mask=recheck.mha_masks(s.lk, seed, False)[mask_kind])
+        return recheck.as_numpy(out=out, weights=weights)
+    return run
+
+
+def _mhsa(mask_kind: str):
+    def run(mod, seed):
+        s = inputs.ORACLE
+        m = recheck.with_weights(mod.MultiHeadSelfAttention(d_model=s.d, num_heads=s.h, dropout=0.0),
+                                 testing.mha_shapes(s.d), seed)
+        out, weights = m(inputs.randn(s.b, s.lq, s.d, seed=seed + 1), mask=recheck.mha_masks(s.lq, seed, True)[mask_kind])
+        return recheck.as_numpy(out=out, weights=weights)
+    return run
+
+
+RECHECKS = (
+    *(Recheck(f"mha[{kind}]", "mha", (f"{recheck.ORACLE}test_multihead_attention_matches_torch[float64-{kind}]",),
+              _mha(kind)) for kind in ("none", "lq_lk", "padding")),
+    *(Recheck(f"mhsa[{kind}]", "mha", (f"{recheck.ORACLE}test_multihead_self_attention_matches_torch[float64-{kind}]",),
+              _mhsa(kind)) for kind in ("none", "causal", "padding")),
+)
+
+
+COMPONENT = Component(
+    "mha", label="mha", points=14, order=3, depends_on=('attention',),
+    names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
+)

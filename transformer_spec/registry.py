@@ -1,0 +1,185 @@
+"""The component registry: every graded part of the contract, declared once.
+
+A :class:`Component` holds everything the machinery needs about one part of the contract: its
+name and short label, its default points, the components whose code it calls (from which
+:func:`affected_by` derives which components a mistake also breaks), the contract names it
+grades, its known mistakes (:class:`Pitfall`), its diagnosis behaviour probes and its hidden
+re-checks. Each built-in component is declared in its own module of
+:mod:`transformer_spec.components` (found there by :func:`components`, in ``order``); the rubric's
+default points, the kill matrix's columns, the diagnosis and the class grader's re-checks all
+read this registry, so adding a component means adding one such module (``docs/architecture.md``
+has the whole checklist).
+
+A missing piece is an error that names the component (:func:`missing_pieces`, run by
+``tests/test_registry.py``), unless the declaration says why it has none (``why_no_*``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+#: a source patch of ``reference/``: (file, old text, new text), see :mod:`transformer_spec.patching`
+Patch = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Name:
+    """One name of the contract: what a submission defines, and the contract row describing it."""
+
+    name: str
+    component: str
+    kind: str  # "function", "module" or "method"
+    row: str  # the contract row, in short (quoted in "not submitted" failures)
+
+
+@dataclass(frozen=True)
+class Pitfall:
+    """One known mistake: patches of the reference, the component whose code it breaks, and a
+    one-line explanation addressed to a student."""
+
+    name: str
+    component: str
+    explanation: str
+    patches: tuple[Patch, ...]
+
+
+@dataclass(frozen=True)
+class Recheck:
+    """A hidden re-check (run by the class grader outside the grading child): some of the
+    contract's outputs on inputs from a secret seed, mirroring one parameter case of a golden
+    test (its *anchor*). ``run(module, seed) -> {name: numpy array}``."""
+
+    name: str
+    component: str
+    anchors: tuple[str, ...]  # node ids: if the child claims any of them passed, the re-check must pass
+    run: Callable
+
+
+@dataclass(frozen=True)
+class Component:
+    """One graded part of the contract (see the module docstring)."""
+
+    name: str
+    label: str  # a short column label (the kill matrix)
+    points: float  # default points (transformer_spec/rubric.toml may override them)
+    order: int  # position in reports: components are listed by it
+    depends_on: tuple[str, ...] = ()  # components whose code this one calls
+    names: tuple[Name, ...] = ()
+    pitfalls: tuple[Pitfall, ...] = ()
+    behaviour: Callable | None = None  # behaviour(impl, features): the diagnosis probes
+    rechecks: tuple[Recheck, ...] = ()
+    why_no_names: str = ""
+    why_no_rechecks: str = ""
+    why_no_pitfalls: str = ""
+    summary: str = field(default="", compare=False)
+
+
+_BUILT_IN: dict[str, Component] = {}
+_EXTRA: dict[str, Component] = {}
+
+
+def _discover() -> None:
+    """Import every module of :mod:`transformer_spec.components` once; each registers one component."""
+    if _BUILT_IN:
+        return
+    from . import components as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        component = getattr(module, "COMPONENT", None)
+        if not isinstance(component, Component):
+            raise TypeError(f"transformer_spec/components/{info.name}.py must define COMPONENT = Component(...)")
+        if component.name in _BUILT_IN:
+            raise ValueError(f"component {component.name!r} is declared twice")
+        _BUILT_IN[component.name] = component
+
+
+def components() -> tuple[Component, ...]:
+    """Every component, in report order."""
+    _discover()
+    return tuple(sorted({**_BUILT_IN, **_EXTRA}.values(), key=lambda c: (c.order, c.name)))
+
+
+def names() -> tuple[str, ...]:
+    """The component names, in report order."""
+    return tuple(c.name for c in components())
+
+
+def get(name: str) -> Component:
+    """The component called ``name``; ``KeyError`` naming the known ones otherwise."""
+    for c in components():
+        if c.name == name:
+            return c
+    raise KeyError(f"unknown component {name!r}; the components are {', '.join(names())}")
+
+
+def affected_by(name: str) -> tuple[str, ...]:
+    """The components a mistake in ``name`` can change: itself and every component that
+    depends on it, directly or through others (the contract's composition), in report order."""
+    table = {c.name: c.depends_on for c in components()}
+
+    def calls(c: str) -> set[str]:  # every component ``c`` calls, directly or through others
+        found, todo = set(), list(table.get(c, ()))
+        while todo:
+            d = todo.pop()
+            if d not in found:
+                found.add(d)
+                todo.extend(table.get(d, ()))
+        return found
+
+    return tuple(c for c in names() if c == name or name in calls(c))
+
+
+def pitfall(name: str, component: str, explanation: str, *patches: Patch) -> Pitfall:
+    """A :class:`Pitfall` (the patches as separate arguments, as the catalogue writes them)."""
+    return Pitfall(name, component, explanation, tuple(patches))
+
+
+def pitfalls() -> tuple[Pitfall, ...]:
+    """Every component's pitfalls, in report order."""
+    return tuple(p for c in components() for p in c.pitfalls)
+
+
+def rechecks() -> tuple[Recheck, ...]:
+    """Every component's hidden re-checks, in report order."""
+    return tuple(r for c in components() for r in c.rechecks)
+
+
+def missing_pieces(component: Component) -> list[str]:
+    """What ``component`` lacks (empty when complete), each said in one line naming it."""
+    known = {c.name for c in components()} | {component.name}
+    problems = []
+    who = f"component {component.name!r}"
+    if not component.label or len(component.label) > 5:
+        problems.append(f"{who}: needs a short label of 1-5 characters (the kill matrix's column)")
+    if component.points < 0:
+        problems.append(f"{who}: default points must be >= 0")
+    problems += [f"{who}: depends on unknown component {d!r}" for d in component.depends_on if d not in known]
+    if component.behaviour is None:
+        problems.append(f"{who}: has no diagnosis behaviour probes (behaviour=...)")
+    for piece, why in (("names", component.why_no_names), ("pitfalls", component.why_no_pitfalls),
+                       ("rechecks", component.why_no_rechecks)):
+        if not getattr(component, piece) and not why.strip():
+            problems.append(f"{who}: has no {piece}, and no why_no_{piece} saying why")
+    for group in ("names", "pitfalls", "rechecks"):
+        for piece in getattr(component, group):
+            if piece.component != component.name:
+                problems.append(f"{who}: its {group[:-1]} {piece.name!r} says component {piece.component!r}")
+    return problems
+
+
+@contextlib.contextmanager
+def registered(component: Component) -> Iterator[Component]:
+    """Register ``component`` in memory for the duration of the ``with`` block (tests)."""
+    _discover()
+    if component.name in _BUILT_IN or component.name in _EXTRA:
+        raise ValueError(f"component {component.name!r} is already registered")
+    _EXTRA[component.name] = component
+    try:
+        yield component
+    finally:
+        _EXTRA.pop(component.name, None)

@@ -1,0 +1,86 @@
+"""Stub detection: which contract names are not implemented yet (they raise NotImplementedError).
+
+A test that passes while using a stub earns nothing (``docs/grading.md``): a starter file whose
+``forward`` raises ``NotImplementedError`` must not collect points from tests that happen to pass
+around it. Two ways find a stub: statically, before any test runs (:func:`static_stubs`: the
+code of a name unconditionally raises), and while the tests run (:func:`stubs_raised`: a test
+reached a ``NotImplementedError`` raised in the submission's own files).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import sys
+import textwrap
+from collections.abc import Iterable
+
+from . import contract, failures, loader
+
+
+def _always_raises_not_implemented(func) -> bool:
+    """Whether ``func``'s body reaches ``raise NotImplementedError`` unconditionally (a stub)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return False
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not defs:
+        return False
+    for stmt in defs[0].body:
+        if isinstance(stmt, ast.Return):
+            return False
+        if isinstance(stmt, ast.Raise) and stmt.exc is not None:
+            exc = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
+            return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+    return False
+
+
+def static_stubs(sub: loader.Submission, paths: list[str]) -> set[str]:
+    """Contract names whose own code is a stub: the function, or a method of the class (or of a
+    base class the submission wrote), unconditionally raises NotImplementedError. A method that
+    is itself a contract name (``MiniGPT.generate``) counts for that name only."""
+    known = contract.by_name()
+
+    def own(obj) -> bool:
+        filename = getattr(getattr(obj, "__code__", None), "co_filename", None)
+        if filename is None:
+            module = sys.modules.get(getattr(obj, "__module__", ""), None)
+            filename = getattr(module, "__file__", None)
+        return bool(filename) and any(str(filename).startswith(p) for p in paths)
+
+    stubs = set()
+    for entry in known.values():
+        try:
+            obj = sub.resolve(entry.name)
+        except loader.SubmissionError:
+            continue
+        if isinstance(obj, type):
+            funcs = [
+                value for klass in obj.__mro__ if own(klass)
+                for attr, value in vars(klass).items()
+                if inspect.isfunction(value) and f"{entry.name}.{attr}" not in known
+            ]
+        else:
+            funcs = [obj] if inspect.isfunction(obj) and own(obj) else []
+        if any(_always_raises_not_implemented(f) for f in funcs):
+            stubs.add(entry.name)
+    return stubs
+
+
+def stubs_raised(exc: BaseException, uses: Iterable[str], paths: list[str]) -> set[str]:
+    """The stubs a ``NotImplementedError`` reveals: the contract name whose code raised it, and
+    every name the test used through it (``MiniGPT`` when its ``SinusoidalPositionEncoding`` is a
+    stub), but not the class of a stubbed method (``MiniGPT`` when only ``MiniGPT.generate`` is)."""
+    tb = failures.submission_frame(exc, paths)
+    raised_in = None
+    if tb is not None:
+        code = tb.tb_frame.f_code
+        raised_in = failures.contract_name_of(getattr(code, "co_qualname", code.co_name))
+    found = {raised_in} if raised_in is not None else set()
+    for name in uses:
+        if raised_in is None or not (raised_in == name or raised_in.startswith(name + ".")):
+            found.add(name)
+        elif raised_in == name:
+            found.add(name)
+    return found
