@@ -42,7 +42,7 @@ class MiniGPT(nn.Module):
         )
         self.final_norm = nn.LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
-        self.apply(_init_weights)
+        self.apply(init_weights)
         # Weight tying: one (vocab, D) matrix both embeds tokens and scores them.
         self.lm_head.weight = self.token_embed.weight
         # Built once for max_len and cropped per call, True above the diagonal = blocked.
@@ -169,7 +169,7 @@ def _check_seed_tokens(seed_tokens, vocab_size: int) -> list[int]:
     return [int(t) for t in tokens]
 
 
-def _init_weights(module: nn.Module) -> None:
+def init_weights(module: nn.Module) -> None:
     """Small normal initial weights (std 0.02, as GPT-2 and nanoGPT) and zero biases."""
     if isinstance(module, (nn.Linear, nn.Embedding)):
         nn.init.normal_(module.weight, mean=0.0, std=0.02)

@@ -14,7 +14,7 @@ import torch.nn as nn
 from ._validation import check_dropout, check_heads, check_positive_int, check_tokens
 from .blocks import TransformerDecoderBlock, TransformerEncoderBlock
 from .masks import causal_mask, padding_mask
-from .minigpt import _init_weights
+from .minigpt import init_weights
 from .position import SinusoidalPositionEncoding
 
 
@@ -52,7 +52,7 @@ class Seq2SeqTransformer(nn.Module):
         self.encoder_norm = nn.LayerNorm(d_model)  # Pre-LN stacks end with a LayerNorm
         self.decoder_norm = nn.LayerNorm(d_model)
         self.out = nn.Linear(d_model, tgt_vocab_size)
-        self.apply(_init_weights)
+        self.apply(init_weights)
 
     def forward(self, src, tgt):
         """``(src (B, Ls), tgt (B, Lt))`` long -> logits ``(B, Lt, tgt_vocab_size)``."""

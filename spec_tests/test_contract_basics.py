@@ -7,8 +7,8 @@ Shapes come straight from the contract's tables (``docs/contract.md``).
 import pytest
 import torch
 
+from transformer_spec import contract
 from transformer_spec.assertions import assert_close
-from transformer_spec.contract import NAMES
 
 B, L, LK, D, H, FF, VOCAB = 2, 5, 7, 8, 2, 16, 11
 
@@ -17,7 +17,7 @@ def _component_params(names):
     return [pytest.param(n.name, marks=pytest.mark.component(n.component), id=n.name) for n in names]
 
 
-@pytest.mark.parametrize("name", _component_params(NAMES))
+@pytest.mark.parametrize("name", _component_params(contract.names()))
 def test_contract_name_is_defined(impl, name):
     obj = impl.get(name)
     assert callable(obj), f"`{name}` should be callable (a function or a class), got {type(obj).__name__}"

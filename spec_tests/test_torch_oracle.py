@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from transformer_spec.assertions import assert_close
+from transformer_spec.inputs import ORACLE, causal, padding, randn, random_mask
 from transformer_spec.testing import (
     decoder_block_shapes,
     encoder_block_shapes,
@@ -40,27 +41,8 @@ TOL = {
     torch.float64: {"rtol": 1e-9, "atol": 1e-10},
 }
 
-B, LQ, LK, D, H, FF = 2, 5, 7, 12, 3, 20
-
-
-def randn(*shape, dtype, seed):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)
-
-
-def random_mask(*shape, seed, p=0.35):
-    """A random bool mask (True = blocked) in which every row keeps at least its first key."""
-    m = torch.rand(*shape, generator=torch.Generator().manual_seed(seed)) < p
-    m[..., 0] = False
-    return m
-
-
-def causal(L):
-    return torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)
-
-
-def padding(B_, Lk, lengths):
-    """(B, 1, 1, Lk) True at the positions >= each sequence's length."""
-    return (torch.arange(Lk)[None, :] >= torch.tensor(lengths)[:, None])[:, None, None, :]
+S = ORACLE  # the sizes the hidden re-checks mirror (transformer_spec/inputs.py)
+B, LQ, LK, D, H, FF = S.b, S.lq, S.lk, S.d, S.h, S.ff
 
 
 # ---------------------------------------------------------------- scaled_dot_product_attention
@@ -68,7 +50,7 @@ SDPA_MASKS = {
     "none": lambda: None,
     "random": lambda: random_mask(B, H, LQ, LK, seed=11),
     "broadcast_lq_lk": lambda: random_mask(LQ, LK, seed=12),
-    "padding": lambda: padding(B, LK, [LK, 4]),
+    "padding": lambda: padding(LK, [LK, 4]),
 }
 
 
@@ -105,47 +87,49 @@ def _mha_masks(self_attention):
         "none": (None, None, None),
         # (ours, torch attn_mask, torch key_padding_mask)
         "lq_lk": ((m := random_mask(LQ, L_k, seed=21)), m, None),
-        "padding": ((p := padding(B, L_k, [L_k, 3])), None, p[:, 0, 0, :]),
+        "padding": ((p := padding(L_k, [L_k, 3])), None, p[:, 0, 0, :]),
         **({"causal": (causal(LQ), causal(LQ), None)} if self_attention else {}),
     }
+
+
+def _with_torch_mha(cls, seed, dtype):
+    """``cls(d_model=D, num_heads=H)`` and ``torch.nn.MultiheadAttention``, holding the same seeded weights."""
+    params = seeded_parameters(mha_shapes(D), seed=seed)
+    module = set_parameters(cls(d_model=D, num_heads=H, dropout=0.0).to(dtype), params).eval()
+    return module, torch_mha(params, D, H, dtype=dtype)
+
+
+def _assert_same_as_torch_mha(got, oracle, qkv, attn_mask, kpm, dtype, what, weights_what):
+    """``got = (output, weights)`` against ``oracle(*qkv)`` with torch's masks ``attn_mask`` and ``kpm``."""
+    out, weights = got
+    exp_out, exp_w = oracle(*qkv, attn_mask=attn_mask, key_padding_mask=kpm,
+                            need_weights=True, average_attn_weights=False)
+    assert_close(weights, exp_w, **TOL[dtype], what=what + weights_what, seed="seed 000 step 3")
+    assert_close(out, exp_out, **TOL[dtype], what=what + " output vs torch.nn.MultiheadAttention",
+                 seed="seed 000 step 3")
 
 
 @pytest.mark.component("mha")
 @pytest.mark.parametrize("mask_kind", ["none", "lq_lk", "padding"])
 def test_multihead_attention_matches_torch(impl, dtype, mask_kind):
-    params = seeded_parameters(mha_shapes(D), seed=31)
-    mha = set_parameters(impl.MultiHeadAttention(d_model=D, num_heads=H, dropout=0.0).to(dtype), params).eval()
-    oracle = torch_mha(params, D, H, dtype=dtype)
+    mha, oracle = _with_torch_mha(impl.MultiHeadAttention, 31, dtype)
     query, key, value = randn(B, LQ, D, dtype=dtype, seed=32), randn(B, LK, D, dtype=dtype, seed=33), \
         randn(B, LK, D, dtype=dtype, seed=34)
     ours, attn_mask, kpm = _mha_masks(False)[mask_kind]
-    out, weights = mha(query, key, value, mask=ours)
-    exp_out, exp_w = oracle(query, key, value, attn_mask=attn_mask, key_padding_mask=kpm,
-                            need_weights=True, average_attn_weights=False)
-    what = f"MultiHeadAttention(d_model={D}, num_heads={H}) mask={mask_kind}"
-    assert_close(weights, exp_w, **TOL[dtype], what=what + " weights (B, H, Lq, Lk) vs torch.nn.MultiheadAttention",
-                 seed="seed 000 step 3")
-    assert_close(out, exp_out, **TOL[dtype], what=what + " output vs torch.nn.MultiheadAttention",
-                 seed="seed 000 step 3")
+    _assert_same_as_torch_mha(mha(query, key, value, mask=ours), oracle, (query, key, value), attn_mask, kpm, dtype,
+                              f"MultiHeadAttention(d_model={D}, num_heads={H}) mask={mask_kind}",
+                              " weights (B, H, Lq, Lk) vs torch.nn.MultiheadAttention")
 
 
 @pytest.mark.component("mha")
 @pytest.mark.parametrize("mask_kind", ["none", "causal", "padding"])
 def test_multihead_self_attention_matches_torch(impl, dtype, mask_kind):
-    params = seeded_parameters(mha_shapes(D), seed=41)
-    mhsa = set_parameters(impl.MultiHeadSelfAttention(d_model=D, num_heads=H, dropout=0.0).to(dtype), params)
-    mhsa = mhsa.eval()
-    oracle = torch_mha(params, D, H, dtype=dtype)
+    mhsa, oracle = _with_torch_mha(impl.MultiHeadSelfAttention, 41, dtype)
     x = randn(B, LQ, D, dtype=dtype, seed=42)
     ours, attn_mask, kpm = _mha_masks(True)[mask_kind]
-    out, weights = mhsa(x, mask=ours)
-    exp_out, exp_w = oracle(x, x, x, attn_mask=attn_mask, key_padding_mask=kpm,
-                            need_weights=True, average_attn_weights=False)
-    what = f"MultiHeadSelfAttention(d_model={D}, num_heads={H}) mask={mask_kind}"
-    assert_close(weights, exp_w, **TOL[dtype], what=what + " weights vs torch.nn.MultiheadAttention",
-                 seed="seed 000 step 3")
-    assert_close(out, exp_out, **TOL[dtype], what=what + " output vs torch.nn.MultiheadAttention",
-                 seed="seed 000 step 3")
+    _assert_same_as_torch_mha(mhsa(x, mask=ours), oracle, (x, x, x), attn_mask, kpm, dtype,
+                              f"MultiHeadSelfAttention(d_model={D}, num_heads={H}) mask={mask_kind}",
+                              " weights vs torch.nn.MultiheadAttention")
 
 
 # ---------------------------------------------------------------- feed-forward
@@ -200,7 +184,7 @@ def test_decoder_block_matches_torch(impl, dtype, norm_first, mask_kind):
         tgt_mask = memory_mask = mem_kpm = None
     else:
         tgt_mask = causal(LQ)
-        memory_mask = padding(B, LK, [LK, 4])
+        memory_mask = padding(LK, [LK, 4])
         mem_kpm = memory_mask[:, 0, 0, :]
     out, self_w, cross_w = block(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask)
     expected = oracle(x, memory, tgt_mask=tgt_mask, memory_key_padding_mask=mem_kpm)

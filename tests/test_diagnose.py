@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from transformer_spec import diagnose, loader
+from transformer_spec import alarm, behaviour, diagnose, loader
 from transformer_spec.patching import load_patched_reference
-from transformer_spec.pitfalls import BY_NAME
+from transformer_spec.pitfalls import by_name
+
+BY_NAME = by_name()
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -71,18 +73,18 @@ def test_two_mistakes_at_once_give_partial_diagnoses_only(tmp_path):
 def test_a_submission_that_raises_is_described_not_crashed(tmp_path):
     impl = _broken(tmp_path, ("feedforward.py", "return self.linear2(self.dropout(F.gelu(self.linear1(x))))",
                               "raise RuntimeError('boom')"))
-    f = diagnose.features(impl, ["ffn"])["ffn"]
+    f = behaviour.features(impl, ["ffn"])["ffn"]
     assert f["out"] == "raises RuntimeError"
 
 
 def test_features_compare_within_tolerance():
     import torch
 
-    a = diagnose._value(torch.tensor([1.0, float("nan")]))
-    assert diagnose.same(a, diagnose._value(torch.tensor([1.0 + 1e-9, float("nan")])))
-    assert not diagnose.same(a, diagnose._value(torch.tensor([1.1, float("nan")])))
-    assert not diagnose.same(a, diagnose._value(torch.tensor([True, False])))
-    assert not diagnose.same(a, "raises RuntimeError")
+    a = behaviour.value(torch.tensor([1.0, float("nan")]))
+    assert behaviour.same(a, behaviour.value(torch.tensor([1.0 + 1e-9, float("nan")])))
+    assert not behaviour.same(a, behaviour.value(torch.tensor([1.1, float("nan")])))
+    assert not behaviour.same(a, behaviour.value(torch.tensor([True, False])))
+    assert not behaviour.same(a, "raises RuntimeError")
 
 
 def test_grading_names_the_mistake_in_results_json(tmp_path):
@@ -108,11 +110,9 @@ def test_grading_names_the_mistake_in_results_json(tmp_path):
 def test_a_diagnosis_that_hangs_is_stopped():
     import time
 
-    from transformer_spec import diagnose as d
-
-    with pytest.raises(TimeoutError, match="longer than 0.2 s"):
-        d._within(0.2, lambda: time.sleep(5))
-    assert d._within(1.0, lambda: 42) == 42
+    with pytest.raises(alarm.Expired, match="longer than 0.2 s"):
+        alarm.call_within(0.2, lambda: time.sleep(5))
+    assert alarm.call_within(1.0, lambda: 42) == 42
 
 
 def test_the_per_component_limit_applies_inside_the_overall_limit():
@@ -121,14 +121,41 @@ def test_the_per_component_limit_applies_inside_the_overall_limit():
 
     def body():
         start = time.monotonic()
-        with pytest.raises(TimeoutError, match="probes took over 1 s"):
-            with diagnose._time_limit(1):
+        with pytest.raises(alarm.Expired, match="the probes took longer than 1 s") as caught:
+            with alarm.time_limit(1, "the probes") as inner:
                 time.sleep(5)
+        assert caught.value.of(inner), "the inner limit's own expiry"
         assert time.monotonic() - start < 3, "the inner 1 s limit stopped the sleep"
         return signal.getitimer(signal.ITIMER_REAL)[0]
 
-    left = diagnose._within(10.0, body)
+    left = alarm.call_within(10.0, body)
     assert 7 < left < 9.5, "the outer limit is re-armed with the time it had left"
+
+
+def test_an_outer_limit_that_ends_first_stays_in_charge():
+    import time
+
+    with pytest.raises(alarm.Expired) as caught:
+        with alarm.time_limit(0.3, "the diagnosis") as outer:
+            try:
+                with alarm.time_limit(5, "one component") as inner:
+                    time.sleep(3)
+            except alarm.Expired as exc:
+                assert not exc.of(inner)
+                raise
+    assert caught.value.of(outer)
+
+
+def test_a_hanging_component_is_noted_and_the_next_one_still_runs(tmp_path, monkeypatch):
+    import time
+
+    monkeypatch.setattr(behaviour, "PROBE_TIME_LIMIT", 0.5)
+    impl = _broken(tmp_path, ("masks.py", "return torch.triu(ones, diagonal=1)",
+                              "import time; time.sleep(30)\n    return torch.triu(ones, diagonal=1)"))
+    start = time.monotonic()
+    found = behaviour.features(impl, ["masks", "position"])
+    assert found["masks"].get("timeout") == "timeout"
+    assert "sinusoidal" in found["position"] and time.monotonic() - start < 10
 
 
 @pytest.mark.parametrize("case", range(2))

@@ -15,8 +15,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from transformer_spec import grading
-from transformer_spec.contract import COMPONENTS
+from transformer_spec import registry
+from transformer_spec import rubric as rubrics
 from transformer_spec.patching import write_patched_reference
 
 pytest_plugins = ["pytester"]
@@ -88,8 +88,8 @@ def by_component(results: dict) -> dict[str, tuple[float, float]]:
 # The rubric
 # ------------------------------------------------------------------------------------------------
 def test_default_rubric_gives_every_component_points_summing_to_100():
-    rubric = grading.load_rubric()
-    assert set(rubric.components) == set(COMPONENTS)
+    rubric = rubrics.load_rubric()
+    assert set(rubric.components) == set(registry.names())
     assert rubric.total == 100
     assert all(p > 0 for p in rubric.components.values())
 
@@ -98,32 +98,32 @@ def test_default_rubric_gives_every_component_points_summing_to_100():
     ({"components": {"attention": 10, "attentoin": 5}}, "unknown component 'attentoin'"),
     ({"components": {"attention": -1}}, "[components] attention must be a number >= 0"),
     ({"components": {"attention": 10}, "weights": {}}, "unknown key(s) 'weights'"),
-    ({"tests": {}}, "a [components] table"),
+    ({"components": {}}, "[components] must be a table"),
     ({"components": {"attention": 10}, "drop": "spec_tests"}, "`drop` must be a list of strings"),
     ({"components": {"attention": 10}, "forbidden": ["torch.nn.NoSuchLayer"]}, "'torch.nn.NoSuchLayer'"),
 ])
 def test_bad_rubric_says_which_entry(data, message):
-    with pytest.raises(grading.RubricError) as excinfo:
-        grading.parse_rubric(data, "my.toml")
+    with pytest.raises(rubrics.RubricError) as excinfo:
+        rubrics.parse_rubric(data, "my.toml")
     assert message in str(excinfo.value) and "my.toml" in str(excinfo.value)
 
 
 def test_rubric_file_that_is_not_toml(tmp_path):
     bad = tmp_path / "r.toml"
     bad.write_text("[components\nattention = 1\n")
-    with pytest.raises(grading.RubricError, match="not valid TOML"):
-        grading.load_rubric(bad)
+    with pytest.raises(rubrics.RubricError, match="not valid TOML"):
+        rubrics.load_rubric(bad)
 
 
 def test_unknown_test_names_are_errors_that_name_the_test(tmp_path):
     (tmp_path / "spec_tests").mkdir()
     (tmp_path / "spec_tests" / "test_a.py").write_text("")
     collected = {"spec_tests/test_a.py::test_one[float32]": "attention", "tests/test_x.py::test_y": None}
-    ok = grading.parse_rubric({"components": {"attention": 10}, "tests": {"spec_tests/test_a.py::test_one": 2},
+    ok = rubrics.parse_rubric({"components": {"attention": 10}, "tests": {"spec_tests/test_a.py::test_one": 2},
                                "hidden": ["errors", "spec_tests/test_a.py"],
                                "drop": ["spec_tests/test_b_not_collected.py"]}, "r.toml")
     (tmp_path / "spec_tests" / "test_b_not_collected.py").write_text("")
-    grading.check_rubric_against(ok, collected, tmp_path)  # a file not collected in this run cannot be checked
+    rubrics.check_rubric_against(ok, collected, tmp_path)  # a file not collected in this run cannot be checked
     cases = [
         ({"tests": {"spec_tests/test_a.py::test_two": 1}}, "unknown test 'spec_tests/test_a.py::test_two'"),
         ({"drop": ["spec_tests/test_nope.py::test_one"]}, "there is no file spec_tests/test_nope.py"),
@@ -131,19 +131,19 @@ def test_unknown_test_names_are_errors_that_name_the_test(tmp_path):
         ({"tests": {"tests/test_x.py::test_y": 1}}, "not a graded test"),
     ]
     for extra, message in cases:
-        rubric = grading.parse_rubric({"components": {"attention": 10}, **extra}, "r.toml")
-        with pytest.raises(grading.RubricError) as excinfo:
-            grading.check_rubric_against(rubric, collected, tmp_path)
+        rubric = rubrics.parse_rubric({"components": {"attention": 10}, **extra}, "r.toml")
+        with pytest.raises(rubrics.RubricError) as excinfo:
+            rubrics.check_rubric_against(rubric, collected, tmp_path)
         assert message in str(excinfo.value)
 
 
 def test_rounded_points_add_up_to_the_component_exactly():
     raw = {f"t{i}": 14 / 66 for i in range(66)}
-    rounded = grading.round_within(raw)
+    rounded = rubrics.round_within(raw)
     assert round(sum(rounded.values()), 9) == 14
     assert set(rounded.values()) == {0.2121, 0.2122} and all(abs(rounded[n] - raw[n]) < 1e-4 for n in raw)
     graded = {f"a.py::t{i}": "attention" for i in range(66)} | {f"m.py::t{i}": "masks" for i in range(7)}
-    points, _ = grading.assign_points(grading.parse_rubric({"components": {"attention": 14, "masks": 6}}), graded)
+    points, _ = rubrics.assign_points(rubrics.parse_rubric({"components": {"attention": 14, "masks": 6}}), graded)
     assert round(sum(v for n, v in points.items() if n.startswith("m.py")), 9) == 6
 
 
@@ -152,14 +152,14 @@ def test_points_are_shared_within_a_component_with_overrides_and_drops():
         "a.py::t1": "attention", "a.py::t2[x]": "attention", "a.py::t2[y]": "attention", "a.py::t3": "attention",
         "m.py::t1": "masks", "m.py::t2": "masks",
     }
-    rubric = grading.parse_rubric({"components": {"attention": 10, "masks": 4},
+    rubric = rubrics.parse_rubric({"components": {"attention": 10, "masks": 4},
                                    "tests": {"a.py::t2": 6}, "drop": ["m.py::t2"]})
-    points, dropped = grading.assign_points(rubric, graded)
+    points, dropped = rubrics.assign_points(rubric, graded)
     assert dropped == ["m.py::t2"]
     assert points == {"a.py::t1": 2, "a.py::t2[x]": 3, "a.py::t2[y]": 3, "a.py::t3": 2, "m.py::t1": 4}
-    too_many = grading.parse_rubric({"components": {"attention": 5}, "tests": {"a.py::t1": 6}})
-    with pytest.raises(grading.RubricError, match="sum to 6, more than the component's 5"):
-        grading.assign_points(too_many, graded)
+    too_many = rubrics.parse_rubric({"components": {"attention": 5}, "tests": {"a.py::t1": 6}})
+    with pytest.raises(rubrics.RubricError, match="sum to 6, more than the component's 5"):
+        rubrics.assign_points(too_many, graded)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -177,9 +177,9 @@ def test_reference_scores_100_and_results_json_follows_gradescope_schema(referen
     assert results["score"] == pytest.approx(100)
     # The parts add up to the rubric's total exactly (Gradescope adds up the max_scores as written).
     assert round(sum(t["max_score"] for t in results["tests"]), 9) == 100
-    for comp, points in grading.load_rubric().components.items():
+    for comp, points in rubrics.load_rubric().components.items():
         assert round(sum(t["max_score"] for t in results["tests"] if t["tags"] == [comp]), 9) == points, comp
-    assert {t["tags"][0] for t in results["tests"]} == set(COMPONENTS), "every component has tests"
+    assert {t["tags"][0] for t in results["tests"]} == set(registry.names()), "every component has tests"
     assert all(t["status"] == "passed" and t["output"] == "" for t in results["tests"])
     assert "scored 100 / 100" in results["output"]
     numbers = [t["number"] for t in results["tests"]]

@@ -4,10 +4,16 @@ import pytest
 from hypothesis import Phase, settings
 
 from tools import mutants
-from transformer_spec import hypothesis_profiles  # noqa: F401 - registers the profiles
-from transformer_spec.contract import COMPONENTS
+from transformer_spec import (
+    hypothesis_profiles,  # noqa: F401 - registers the profiles
+    registry,
+)
 from transformer_spec.patching import PatchError, load_patched_reference, write_patched_reference
-from transformer_spec.pitfalls import BY_NAME, CATALOGUE, check_catalogue
+from transformer_spec.pitfalls import by_name, catalogue, check_catalogue
+
+CATALOGUE = catalogue()
+BY_NAME = by_name()
+COMPONENTS = registry.names()
 
 
 def test_catalogue_is_well_formed():

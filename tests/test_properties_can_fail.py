@@ -44,8 +44,10 @@ from properties import (
     test_softmax_rows as softmax_rows,
 )
 from transformer_spec.patching import load_patched_reference
-from transformer_spec.pitfalls import BY_NAME as PITFALLS
+from transformer_spec.pitfalls import by_name
 from transformer_spec.testing import assert_property_fails
+
+PITFALLS = by_name()
 
 # --------------------------------------------------------------------------- the mistakes
 SCORES = ("attention.py", "scores = torch.matmul(q, k.transpose(-2, -1)) * scale")

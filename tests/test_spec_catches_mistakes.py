@@ -28,7 +28,9 @@ from spec_tests import test_snapshots as snapshots
 from spec_tests import test_torch_oracle as oracle
 from transformer_spec import loader
 from transformer_spec.patching import load_patched_reference
-from transformer_spec.pitfalls import BY_NAME as PITFALLS
+from transformer_spec.pitfalls import by_name
+
+PITFALLS = by_name()
 
 F32 = torch.float32
 

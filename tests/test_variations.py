@@ -6,8 +6,7 @@ must be clean); here, only that the catalogue is sound and each patched copy imp
 
 import pytest
 
-from transformer_spec import pitfalls, variations
-from transformer_spec.contract import COMPONENTS
+from transformer_spec import pitfalls, registry, variations
 from transformer_spec.patching import load_patched_reference
 from transformer_spec.variations import BY_NAME, CATALOGUE
 
@@ -17,7 +16,7 @@ def test_catalogue_is_well_formed():
     assert len(BY_NAME) == len(CATALOGUE), "variation names must be unique"
     for v in CATALOGUE:
         assert isinstance(v, variations.Variation), v
-        assert v.component in COMPONENTS, v.name
+        assert v.component in registry.names(), v.name
         assert v.name.isidentifier(), v.name
         assert v.explanation.strip() and "\n" not in v.explanation, v.name
         assert v.patches and all(old != new for _, old, new in v.patches), v.name
@@ -25,11 +24,11 @@ def test_catalogue_is_well_formed():
 
 def test_variation_names_are_not_pitfall_names():
     """tools.mutants --only takes both kinds of name: they must not collide."""
-    assert not set(BY_NAME) & set(pitfalls.BY_NAME)
+    assert not set(BY_NAME) & set(pitfalls.by_name())
 
 
 def test_no_variation_applies_the_same_patches_as_a_pitfall():
-    pitfall_patches = {tuple(sorted(p.patches)): p.name for p in pitfalls.CATALOGUE}
+    pitfall_patches = {tuple(sorted(p.patches)): p.name for p in pitfalls.catalogue()}
     for v in CATALOGUE:
         assert tuple(sorted(v.patches)) not in pitfall_patches, (
             f"variation {v.name} is pitfall {pitfall_patches.get(tuple(sorted(v.patches)))}")
