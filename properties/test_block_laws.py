@@ -14,9 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from transformer_spec.assertions import assert_close
-from transformer_spec.testing import encoder_block_shapes, seeded_parameters, set_parameters
+from transformer_spec.testing import encoder_block_shapes, seeded_parameters
 
-from .strategies import bool_tensors, build, configs, law_tolerance, sequences, tensors
+from .draws import padding_mask, replace_padded, x_and_memory
+from .modules import decoder_block, encoder_block, feed_forward, with_parameters
+from .strategies import bool_tensors, configs, law_tolerance, sequences
 
 
 @pytest.mark.component("ffn")
@@ -24,7 +26,7 @@ from .strategies import bool_tensors, build, configs, law_tolerance, sequences, 
 def test_feedforward_is_position_wise(impl, config, data):
     """The same MLP on every position independently: each position alone gives its own output."""
     x = data.draw(sequences(config), label="x")
-    ffn = build(impl.FeedForward, config, d_model=config.d_model, d_ff=config.d_ff)
+    ffn = feed_forward(impl, config)
     out = ffn(x)
     tol = law_tolerance(config.dtype)
     for b in range(x.shape[0]):
@@ -48,8 +50,7 @@ def test_pre_ln_encoder_block_with_zero_W_O_and_linear2_is_identity(impl, config
     x = data.draw(sequences(config), label="x")
     n = x.shape[1]
     mask = data.draw(st.none() | bool_tensors((n, n)), label="mask")
-    block = build(impl.TransformerEncoderBlock, config, d_model=config.d_model, num_heads=config.num_heads,
-                  d_ff=config.d_ff, norm_first=True)
+    block = encoder_block(impl, config, True)
     _zero_sublayers_(block, ["self_attn"])
     out, _ = block(x, mask)
     assert_close(out, x, what="Pre-LN TransformerEncoderBlock with self_attn.W_O = 0 and ffn.linear2 = 0 "
@@ -59,10 +60,8 @@ def test_pre_ln_encoder_block_with_zero_W_O_and_linear2_is_identity(impl, config
 @pytest.mark.component("decoder")
 @given(config=configs(), data=st.data())
 def test_pre_ln_decoder_block_with_zero_W_O_and_linear2_is_identity(impl, config, data):
-    x = data.draw(sequences(config), label="x")
-    memory = data.draw(sequences(config, batch=x.shape[0]), label="memory")
-    block = build(impl.TransformerDecoderBlock, config, d_model=config.d_model, num_heads=config.num_heads,
-                  d_ff=config.d_ff, norm_first=True)
+    x, memory = x_and_memory(data, config)
+    block = decoder_block(impl, config, True)
     _zero_sublayers_(block, ["self_attn", "cross_attn"])
     n = x.shape[1]
     out, _, _ = block(x, memory, torch.ones(n, n, dtype=torch.bool).triu(1))
@@ -88,8 +87,7 @@ def test_post_ln_encoder_block_output_is_layer_normalised(impl, config, data):
     """norm_first=False ends with norm2(x + ffn(x)): with norm2's weight 1 and bias 0, every
     position's output has mean 0 and (biased) variance <= 1 over the features."""
     x = data.draw(sequences(config), label="x")
-    block = build(impl.TransformerEncoderBlock, config, d_model=config.d_model, num_heads=config.num_heads,
-                  d_ff=config.d_ff, norm_first=False)
+    block = encoder_block(impl, config, False)
     with torch.no_grad():
         block.norm2.weight.fill_(1.0)
         block.norm2.bias.zero_()
@@ -100,10 +98,8 @@ def test_post_ln_encoder_block_output_is_layer_normalised(impl, config, data):
 @pytest.mark.component("decoder")
 @given(config=configs(min_dk=2), data=st.data())
 def test_post_ln_decoder_block_output_is_layer_normalised(impl, config, data):
-    x = data.draw(sequences(config), label="x")
-    memory = data.draw(sequences(config, batch=x.shape[0]), label="memory")
-    block = build(impl.TransformerDecoderBlock, config, d_model=config.d_model, num_heads=config.num_heads,
-                  d_ff=config.d_ff, norm_first=False)
+    x, memory = x_and_memory(data, config)
+    block = decoder_block(impl, config, False)
     with torch.no_grad():
         block.norm3.weight.fill_(1.0)
         block.norm3.bias.zero_()
@@ -119,11 +115,9 @@ def test_encoder_block_padded_positions_do_not_change_real_positions(impl, norm_
     real positions stay the same."""
     x = data.draw(sequences(config), label="x")
     b, n, _ = x.shape
-    mask = data.draw(bool_tensors((b, 1, 1, n)), label="padding mask")
-    pad = mask[:, 0, 0, :, None]
-    x2 = torch.where(pad, data.draw(tensors(tuple(x.shape), x.dtype), label="other padding content"), x)
-    block = build(impl.TransformerEncoderBlock, config, d_model=config.d_model, num_heads=config.num_heads,
-                  d_ff=config.d_ff, norm_first=norm_first)
+    mask = padding_mask(data, x, "padding mask")
+    x2 = replace_padded(data, x, mask, "other padding content")
+    block = encoder_block(impl, config, norm_first)
     out, _ = block(x, mask)
     out2, _ = block(x2, mask)
     real = ~mask[:, 0, 0]
@@ -136,14 +130,10 @@ def test_encoder_block_padded_positions_do_not_change_real_positions(impl, norm_
 @given(config=configs(), data=st.data())
 def test_decoder_block_ignores_masked_memory_positions(impl, norm_first, config, data):
     """Memory positions blocked by memory_mask (source padding) do not change the output."""
-    x = data.draw(sequences(config), label="x")
-    b = x.shape[0]
-    memory = data.draw(sequences(config, batch=b), label="memory")
-    mask = data.draw(bool_tensors((b, 1, 1, memory.shape[1])), label="memory_mask")
-    pad = mask[:, 0, 0, :, None]
-    memory2 = torch.where(pad, data.draw(tensors(tuple(memory.shape), x.dtype), label="other memory"), memory)
-    block = build(impl.TransformerDecoderBlock, config, d_model=config.d_model, num_heads=config.num_heads,
-                  d_ff=config.d_ff, norm_first=norm_first)
+    x, memory = x_and_memory(data, config)
+    mask = padding_mask(data, memory, "memory_mask")
+    memory2 = replace_padded(data, memory, mask, "other memory")
+    block = decoder_block(impl, config, norm_first)
     out, _, _ = block(x, memory, None, mask)
     out2, _, _ = block(x, memory2, None, mask)
     assert_close(out2, out, **law_tolerance(config.dtype, deep=True),
@@ -158,8 +148,8 @@ def test_encoder_block_is_deterministic_in_eval_mode(impl, norm_first, config, d
     x = data.draw(sequences(config), label="x")
     params = seeded_parameters(encoder_block_shapes(config.d_model, config.d_ff), config.seed, config.dtype)
     kw = dict(d_model=config.d_model, num_heads=config.num_heads, d_ff=config.d_ff, norm_first=norm_first)
-    block = set_parameters(impl.TransformerEncoderBlock(dropout=0.5, **kw).to(config.dtype).eval(), params)
-    block0 = set_parameters(impl.TransformerEncoderBlock(dropout=0.0, **kw).to(config.dtype).eval(), params)
+    block = with_parameters(impl.TransformerEncoderBlock, config, params, dropout=0.5, **kw)
+    block0 = with_parameters(impl.TransformerEncoderBlock, config, params, dropout=0.0, **kw)
     tol = law_tolerance(config.dtype, deep=True)
     out, _ = block(x)
     assert_close(block(x)[0], out, what="two eval() calls of TransformerEncoderBlock(dropout=0.5)", **tol)

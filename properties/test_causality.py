@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 from transformer_spec.assertions import assert_close
 
+from .draws import x_and_memory
+from .modules import decoder_block, encoder_block, minigpt, self_attention, seq2seq
 from .strategies import (
     attention_inputs,
     budget,
-    build,
     causal,
     configs,
     law_tolerance,
@@ -39,12 +40,48 @@ def _splice(old: torch.Tensor, new: torch.Tensor, t: int, dim: int) -> torch.Ten
     return out
 
 
+def _draw_t(data, n: int) -> int:
+    """The last position whose outputs must not change (``0..n-1``)."""
+    return data.draw(st.integers(0, n - 1), label="t")
+
+
+def _new_future(data, x: torch.Tensor, t: int) -> torch.Tensor:
+    """``x (B, L, d)`` with its positions > t replaced by freshly drawn values."""
+    return _splice(x, data.draw(tensors(tuple(x.shape), x.dtype), label="new x"), t, 1)
+
+
+def _assert_past_unchanged(run, x, x2, t: int, tol: dict, what: str) -> None:
+    """``run(x2)`` equals ``run(x)`` at the positions <= t (dim 1); ``x2`` differs from ``x`` only after t."""
+    out = run(x)
+    out2 = run(x2)
+    assert_close(out2[:, : t + 1], out[:, : t + 1], **tol, what=what)
+
+
+def _assert_prefix_alone_matches(run, seq, p: int, tol: dict, what: str) -> None:
+    """``run`` of the first ``p`` positions of ``seq`` alone equals the first ``p`` positions of ``run(seq)``."""
+    full = run(seq)
+    prefix = run(seq[:, :p])
+    assert_close(prefix, full[:, :p], **tol, what=what)
+
+
+def _seq2seq_case(impl, config, data):
+    """A seeded ``Seq2SeqTransformer`` (vocabularies 6 and 7, max_len 8), source ids ``(B, Ls)`` below 6
+    and target ids ``(B, Lt)`` below 7, lengths 1..8."""
+    src = data.draw(token_batches(6, max_len=8), label="src")
+    tgt = data.draw(token_batches(7, batch=src.shape[0], max_len=8), label="tgt")
+    return seq2seq(impl, config, src_vocab=6, tgt_vocab=7, max_len=8), src, tgt
+
+
+def _draw_prefix_length(data, n: int) -> int:
+    return data.draw(st.integers(1, n), label="prefix length")
+
+
 @pytest.mark.component("attention")
 @given(inputs=attention_inputs(with_mask=False, same_length=True), data=st.data())
 def test_attention_causal_outputs_unaffected_by_future(impl, inputs, data):
     q, k, v = inputs.q, inputs.k, inputs.v
     n = q.shape[-2]
-    t = data.draw(st.integers(0, n - 1), label="t")
+    t = _draw_t(data, n)
     q2, k2, v2 = (_splice(x, data.draw(tensors(tuple(x.shape), x.dtype), label=f"new {name}"), t, -2)
                   for name, x in (("q", q), ("k", k), ("v", v)))
     out, w = impl.scaled_dot_product_attention(q, k, v, causal(n))
@@ -61,13 +98,11 @@ def test_attention_causal_outputs_unaffected_by_future(impl, inputs, data):
 def test_multihead_self_attention_causal_outputs_unaffected_by_future(impl, config, data):
     x = data.draw(sequences(config), label="x")
     n = x.shape[1]
-    t = data.draw(st.integers(0, n - 1), label="t")
-    x2 = _splice(x, data.draw(tensors(tuple(x.shape), x.dtype), label="new x"), t, 1)
-    m = build(impl.MultiHeadSelfAttention, config, d_model=config.d_model, num_heads=config.num_heads)
-    out, _ = m(x, causal(n))
-    out2, _ = m(x2, causal(n))
-    assert_close(out2[:, : t + 1], out[:, : t + 1], **law_tolerance(x.dtype),
-                 what=f"MultiHeadSelfAttention (causal mask) output at positions <= {t} after changing x at > {t}")
+    t = _draw_t(data, n)
+    x2 = _new_future(data, x, t)
+    m = self_attention(impl, config)
+    _assert_past_unchanged(lambda x_: m(x_, causal(n))[0], x, x2, t, law_tolerance(x.dtype),
+                           f"MultiHeadSelfAttention (causal mask) output at positions <= {t} after changing x at > {t}")
 
 
 @pytest.mark.component("encoder")
@@ -76,14 +111,12 @@ def test_multihead_self_attention_causal_outputs_unaffected_by_future(impl, conf
 def test_encoder_block_causal_outputs_unaffected_by_future(impl, norm_first, config, data):
     x = data.draw(sequences(config), label="x")
     n = x.shape[1]
-    t = data.draw(st.integers(0, n - 1), label="t")
-    x2 = _splice(x, data.draw(tensors(tuple(x.shape), x.dtype), label="new x"), t, 1)
-    block = build(impl.TransformerEncoderBlock, config, d_model=config.d_model, num_heads=config.num_heads,
-                  d_ff=config.d_ff, norm_first=norm_first)
-    out, _ = block(x, causal(n))
-    out2, _ = block(x2, causal(n))
-    assert_close(out2[:, : t + 1], out[:, : t + 1], **law_tolerance(x.dtype, deep=True),
-                 what=f"TransformerEncoderBlock (causal mask) output at positions <= {t} after changing x at > {t}")
+    t = _draw_t(data, n)
+    x2 = _new_future(data, x, t)
+    block = encoder_block(impl, config, norm_first)
+    tol = law_tolerance(x.dtype, deep=True)
+    _assert_past_unchanged(lambda x_: block(x_, causal(n))[0], x, x2, t, tol,
+                           f"TransformerEncoderBlock (causal mask) output at positions <= {t} after changing x at > {t}")
 
 
 @pytest.mark.component("decoder")
@@ -92,13 +125,11 @@ def test_encoder_block_causal_outputs_unaffected_by_future(impl, norm_first, con
 def test_decoder_block_causal_outputs_unaffected_by_future(impl, norm_first, config, data):
     """The decoder's self-attention with the causal tgt_mask: the target after t cannot leak
     back, whatever the memory."""
-    x = data.draw(sequences(config), label="x")
-    b, n, _ = x.shape
-    memory = data.draw(sequences(config, batch=b), label="memory")
-    t = data.draw(st.integers(0, n - 1), label="t")
-    x2 = _splice(x, data.draw(tensors(tuple(x.shape), x.dtype), label="new x"), t, 1)
-    block = build(impl.TransformerDecoderBlock, config, d_model=config.d_model, num_heads=config.num_heads,
-                  d_ff=config.d_ff, norm_first=norm_first)
+    x, memory = x_and_memory(data, config)
+    n = x.shape[1]
+    t = _draw_t(data, n)
+    x2 = _new_future(data, x, t)
+    block = decoder_block(impl, config, norm_first)
     out, sw, cw = block(x, memory, causal(n))
     out2, sw2, cw2 = block(x2, memory, causal(n))
     tol = law_tolerance(x.dtype, deep=True)
@@ -108,25 +139,19 @@ def test_decoder_block_causal_outputs_unaffected_by_future(impl, norm_first, con
                  what=f"TransformerDecoderBlock cross_weights of queries <= {t} after changing x at > {t}")
 
 
-def _minigpt(impl, config, vocab, layers, max_len=8):
-    return build(impl.MiniGPT, config, vocab_size=vocab, d_model=config.d_model, num_heads=config.num_heads,
-                 num_layers=layers, d_ff=config.d_ff, max_len=max_len)
-
-
 @pytest.mark.component("minigpt")
 @budget(0.5)
 @given(config=configs(max_dk=2), layers=st.integers(1, 2), vocab=st.integers(2, 9), data=st.data())
 def test_minigpt_logits_unaffected_by_future_tokens(impl, config, layers, vocab, data):
     tokens = data.draw(token_batches(vocab, max_len=8), label="tokens")
     n = tokens.shape[1]
-    t = data.draw(st.integers(0, n - 1), label="t")
+    t = _draw_t(data, n)
     other = data.draw(token_batches(vocab, batch=tokens.shape[0], length=n), label="new tokens")
     tokens2 = _splice(tokens, other, t, 1)
-    model = _minigpt(impl, config, vocab, layers)
-    logits, _ = model(tokens)
-    logits2, _ = model(tokens2)
-    assert_close(logits2[:, : t + 1], logits[:, : t + 1], **law_tolerance(config.dtype, deep=True),
-                 what=f"MiniGPT logits at positions <= {t} after changing the tokens at positions > {t}")
+    model = minigpt(impl, config, vocab, layers)
+    tol = law_tolerance(config.dtype, deep=True)
+    _assert_past_unchanged(lambda tokens_: model(tokens_)[0], tokens, tokens2, t, tol,
+                           f"MiniGPT logits at positions <= {t} after changing the tokens at positions > {t}")
 
 
 @pytest.mark.component("minigpt")
@@ -134,45 +159,31 @@ def test_minigpt_logits_unaffected_by_future_tokens(impl, config, layers, vocab,
 @given(config=configs(max_dk=2), layers=st.integers(1, 2), vocab=st.integers(2, 9), data=st.data())
 def test_minigpt_prefix_logits_equal_full_sequence_logits(impl, config, layers, vocab, data):
     tokens = data.draw(token_batches(vocab, max_len=8), label="tokens")
-    p = data.draw(st.integers(1, tokens.shape[1]), label="prefix length")
-    model = _minigpt(impl, config, vocab, layers)
-    full, _ = model(tokens)
-    prefix, _ = model(tokens[:, :p])
-    assert_close(prefix, full[:, :p], **law_tolerance(config.dtype, deep=True),
-                 what=f"MiniGPT logits of the first {p} tokens alone vs. the first {p} positions of the full sequence")
-
-
-def _seq2seq(impl, config, src_vocab, tgt_vocab):
-    return build(impl.Seq2SeqTransformer, config, src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab,
-                 d_model=config.d_model, num_heads=config.num_heads, num_encoder_layers=1,
-                 num_decoder_layers=1, d_ff=config.d_ff, max_len=8, pad_id=0)
+    p = _draw_prefix_length(data, tokens.shape[1])
+    model = minigpt(impl, config, vocab, layers)
+    _assert_prefix_alone_matches(
+        lambda tokens_: model(tokens_)[0], tokens, p, law_tolerance(config.dtype, deep=True),
+        f"MiniGPT logits of the first {p} tokens alone vs. the first {p} positions of the full sequence")
 
 
 @pytest.mark.component("seq2seq")
 @budget(0.5)
 @given(config=configs(max_dk=2), data=st.data())
 def test_seq2seq_logits_unaffected_by_future_target_tokens(impl, config, data):
-    src = data.draw(token_batches(6, max_len=8), label="src")
-    tgt = data.draw(token_batches(7, batch=src.shape[0], max_len=8), label="tgt")
+    model, src, tgt = _seq2seq_case(impl, config, data)
     n = tgt.shape[1]
-    t = data.draw(st.integers(0, n - 1), label="t")
+    t = _draw_t(data, n)
     tgt2 = _splice(tgt, data.draw(token_batches(7, batch=tgt.shape[0], length=n), label="new tgt"), t, 1)
-    model = _seq2seq(impl, config, 6, 7)
-    logits = model(src, tgt)
-    logits2 = model(src, tgt2)
-    assert_close(logits2[:, : t + 1], logits[:, : t + 1], **law_tolerance(config.dtype, deep=True),
-                 what=f"Seq2SeqTransformer logits at target positions <= {t} after changing target tokens > {t}")
+    _assert_past_unchanged(lambda tgt_: model(src, tgt_), tgt, tgt2, t, law_tolerance(config.dtype, deep=True),
+                           f"Seq2SeqTransformer logits at target positions <= {t} after changing target tokens > {t}")
 
 
 @pytest.mark.component("seq2seq")
 @budget(0.5)
 @given(config=configs(max_dk=2), data=st.data())
 def test_seq2seq_prefix_logits_equal_full_target_logits(impl, config, data):
-    src = data.draw(token_batches(6, max_len=8), label="src")
-    tgt = data.draw(token_batches(7, batch=src.shape[0], max_len=8), label="tgt")
-    p = data.draw(st.integers(1, tgt.shape[1]), label="prefix length")
-    model = _seq2seq(impl, config, 6, 7)
-    full = model(src, tgt)
-    prefix = model(src, tgt[:, :p])
-    assert_close(prefix, full[:, :p], **law_tolerance(config.dtype, deep=True),
-                 what=f"Seq2SeqTransformer logits of the first {p} target tokens alone vs. the full target's")
+    model, src, tgt = _seq2seq_case(impl, config, data)
+    p = _draw_prefix_length(data, tgt.shape[1])
+    tol = law_tolerance(config.dtype, deep=True)
+    _assert_prefix_alone_matches(lambda tgt_: model(src, tgt_), tgt, p, tol,
+                                 f"Seq2SeqTransformer logits of the first {p} target tokens alone vs. the full target's")

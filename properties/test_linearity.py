@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from transformer_spec.assertions import assert_close
 
-from .strategies import attention_inputs, build, coefficients, configs, law_tolerance, sequences, tensors
+from .modules import multihead_attention
+from .strategies import attention_inputs, coefficients, configs, law_tolerance, sequences, tensors
 
 
 def _tolerance(dtype, a, v1, b, v2):
@@ -59,7 +60,7 @@ def test_multihead_attention_is_linear_in_values(impl, config, a, b, data):
     key = data.draw(sequences(config, batch=query.shape[0]), label="key")
     v1 = data.draw(tensors(tuple(key.shape), key.dtype), label="value1")
     v2 = data.draw(tensors(tuple(key.shape), key.dtype), label="value2")
-    m = build(impl.MultiHeadAttention, config, d_model=config.d_model, num_heads=config.num_heads)
+    m = multihead_attention(impl, config)
     out, w = m(query, key, a * v1 + b * v2)
     out1, w1 = m(query, key, v1)
     out2, _ = m(query, key, v2)

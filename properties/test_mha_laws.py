@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 from transformer_spec.assertions import assert_close
 from transformer_spec.testing import mha_shapes, seeded_parameters, set_parameters
 
-from .strategies import bool_tensors, budget, build, configs, law_tolerance, sequences, tensors
+from .draws import replace_padded
+from .modules import multihead_attention, with_parameters
+from .strategies import bool_tensors, budget, configs, law_tolerance, sequences, tensors
 
 
 def _single_head(q, k, v, mask):
@@ -43,15 +45,20 @@ def _mha_case(draw, config):
     return query, key, value, mask
 
 
+def _mha_on_a_case(impl, config, data):
+    """A seeded ``MultiHeadAttention``, a drawn ``(query, key, value, mask)`` and its ``(output, weights)``."""
+    query, key, value, mask = data.draw(_mha_case(config), label="query, key, value, mask")
+    m = multihead_attention(impl, config)
+    return m, (query, key, value, mask), m(query, key, value, mask)
+
+
 @pytest.mark.component("mha")
 @given(config=configs(max_heads=3), data=st.data())
 def test_multihead_attention_heads_decompose_into_single_head_attentions(impl, config, data):
     """H heads = H single-head attentions, head h on rows h*d_k..(h+1)*d_k-1 of W_Q, W_K, W_V
     (the seed's view(B, L, H, d_k)), concatenated, then W_O. The reference computation is
     written out here."""
-    query, key, value, mask = data.draw(_mha_case(config), label="query, key, value, mask")
-    m = build(impl.MultiHeadAttention, config, d_model=config.d_model, num_heads=config.num_heads)
-    out, w = m(query, key, value, mask)
+    m, (query, key, value, mask), (out, w) = _mha_on_a_case(impl, config, data)
     Wq, Wk, Wv, Wo = (getattr(m, n).weight.detach() for n in ("W_Q", "W_K", "W_V", "W_O"))
     dk = config.d_k
     heads, weights = [], []
@@ -93,8 +100,8 @@ def test_multihead_self_attention_equals_multihead_attention_of_x_x_x(impl, conf
     mask = data.draw(st.none() | st.sampled_from([(n, n), (b, 1, 1, n)]).flatmap(bool_tensors), label="mask")
     params = seeded_parameters(mha_shapes(config.d_model), config.seed, config.dtype)
     kw = dict(d_model=config.d_model, num_heads=config.num_heads)
-    self_attn = set_parameters(impl.MultiHeadSelfAttention(**kw).to(config.dtype).eval(), params)
-    attn = set_parameters(impl.MultiHeadAttention(**kw).to(config.dtype).eval(), params)
+    self_attn = with_parameters(impl.MultiHeadSelfAttention, config, params, **kw)
+    attn = with_parameters(impl.MultiHeadAttention, config, params, **kw)
     out, w = self_attn(x, mask)
     out2, w2 = attn(x, x, x, mask)
     tol = law_tolerance(config.dtype)
@@ -105,9 +112,7 @@ def test_multihead_self_attention_equals_multihead_attention_of_x_x_x(impl, conf
 @pytest.mark.component("mha")
 @given(config=configs(), data=st.data())
 def test_multihead_attention_batch_items_are_independent(impl, config, data):
-    query, key, value, mask = data.draw(_mha_case(config), label="query, key, value, mask")
-    m = build(impl.MultiHeadAttention, config, d_model=config.d_model, num_heads=config.num_heads)
-    out, w = m(query, key, value, mask)
+    m, (query, key, value, mask), (out, w) = _mha_on_a_case(impl, config, data)
     tol = law_tolerance(config.dtype)
     for i in range(query.shape[0]):
         s = slice(i, i + 1)
@@ -124,10 +129,9 @@ def test_multihead_attention_ignores_the_content_of_padded_keys(impl, config, da
     query, key, value, mask = data.draw(_mha_case(config), label="query, key, value, mask")
     if mask is None:
         mask = torch.zeros(key.shape[0], 1, 1, key.shape[1], dtype=torch.bool)
-    pad = mask[:, 0, 0, :, None]  # (B, Lk, 1)
-    key2 = torch.where(pad, data.draw(tensors(tuple(key.shape), key.dtype), label="other key content"), key)
-    value2 = torch.where(pad, data.draw(tensors(tuple(key.shape), key.dtype), label="other value content"), value)
-    m = build(impl.MultiHeadAttention, config, d_model=config.d_model, num_heads=config.num_heads)
+    key2 = replace_padded(data, key, mask, "other key content")
+    value2 = replace_padded(data, value, mask, "other value content")
+    m = multihead_attention(impl, config)
     out, w = m(query, key, value, mask)
     out2, _ = m(query, key2, value2, mask)
     tol = law_tolerance(config.dtype)
@@ -147,8 +151,8 @@ def test_multihead_attention_is_deterministic_in_eval_mode(impl, config, data):
     query, key, value, mask = data.draw(_mha_case(config), label="query, key, value, mask")
     params = seeded_parameters(mha_shapes(config.d_model), config.seed, config.dtype)
     kw = dict(d_model=config.d_model, num_heads=config.num_heads)
-    m = set_parameters(impl.MultiHeadAttention(dropout=0.5, **kw).to(config.dtype).eval(), params)
-    m0 = set_parameters(impl.MultiHeadAttention(dropout=0.0, **kw).to(config.dtype).eval(), params)
+    m = with_parameters(impl.MultiHeadAttention, config, params, dropout=0.5, **kw)
+    m0 = with_parameters(impl.MultiHeadAttention, config, params, dropout=0.0, **kw)
     out_a, w_a = m(query, key, value, mask)
     out_b, _ = m(query, key, value, mask)
     out_0, w_0 = m0(query, key, value, mask)
@@ -163,7 +167,7 @@ def test_multihead_attention_is_deterministic_in_eval_mode(impl, config, data):
 @given(config=configs(max_dk=2, dtype=torch.float64), data=st.data())
 def test_multihead_attention_gradients_match_finite_differences(impl, config, data):
     query, key, value, mask = data.draw(_mha_case(config), label="query, key, value, mask")
-    m = build(impl.MultiHeadAttention, config, d_model=config.d_model, num_heads=config.num_heads)
+    m = multihead_attention(impl, config)
     inputs = tuple(t.clone().requires_grad_(True) for t in (query, key, value))
 
     def f(q, k, v):
@@ -178,9 +182,7 @@ def test_multihead_attention_gradients_match_finite_differences(impl, config, da
 @pytest.mark.component("mha")
 @given(config=configs(), data=st.data())
 def test_multihead_attention_preserves_dtype_and_device(impl, config, data):
-    query, key, value, mask = data.draw(_mha_case(config), label="query, key, value, mask")
-    m = build(impl.MultiHeadAttention, config, d_model=config.d_model, num_heads=config.num_heads)
-    out, w = m(query, key, value, mask)
+    m, (query, key, value, mask), (out, w) = _mha_on_a_case(impl, config, data)
     for name, t in (("output", out), ("weights", w)):
         assert t.dtype == query.dtype, f"MultiHeadAttention {name} has dtype {t.dtype}, the input is {query.dtype}"
         assert t.device == query.device, f"MultiHeadAttention {name} is on {t.device}, the input on {query.device}"

@@ -19,13 +19,8 @@ from hypothesis import strategies as st
 
 from transformer_spec.assertions import assert_close
 
-from .strategies import budget, build, configs, law_tolerance, token_batches
-
-
-def _minigpt(impl, config, vocab, layers=1, max_len=8):
-    return build(impl.MiniGPT, config, vocab_size=vocab, d_model=config.d_model, num_heads=config.num_heads,
-                 num_layers=layers, d_ff=config.d_ff, max_len=max_len)
-
+from .modules import minigpt, seq2seq
+from .strategies import budget, configs, law_tolerance, token_batches
 
 gpt_configs = configs(max_dk=2)
 vocabs = st.integers(2, 9)
@@ -44,7 +39,7 @@ def test_minigpt_weight_tying_shares_one_tensor_and_gets_gradient_from_both_uses
     no other matrix), the gradient of each row absent from the input must be the head's part
     ``sum R[..., v] h``, and rows of input tokens must get more (the embedding's part too)."""
     tokens = data.draw(token_batches(vocab - 1), label="tokens")  # ids 0 .. vocab - 2
-    model = _minigpt(impl, config, vocab)
+    model = minigpt(impl, config, vocab)
     W = model.token_embed.weight
     assert model.lm_head.weight is W or (
         model.lm_head.weight.data_ptr() == W.data_ptr() and model.lm_head.weight.shape == W.shape
@@ -84,7 +79,7 @@ def test_minigpt_weight_tying_shares_one_tensor_and_gets_gradient_from_both_uses
 @given(config=gpt_configs, vocab=vocabs, data=st.data())
 def test_minigpt_batch_items_are_independent(impl, config, vocab, data):
     tokens = data.draw(token_batches(vocab, max_batch=3), label="tokens")
-    model = _minigpt(impl, config, vocab)
+    model = minigpt(impl, config, vocab)
     logits, _ = model(tokens)
     for i in range(tokens.shape[0]):
         alone, _ = model(tokens[i : i + 1])
@@ -106,7 +101,7 @@ def _generation(draw, max_len=4):
 @given(case=_generation(), temperature=st.floats(0.5, 5.0), seed=st.integers(0, 1000))
 def test_generate_top_k_1_equals_greedy(impl, case, temperature, seed):
     config, vocab, seed_tokens, new, max_len = case
-    model = _minigpt(impl, config, vocab, max_len=max_len)
+    model = minigpt(impl, config, vocab, max_len=max_len)
     greedy = model.generate(list(seed_tokens), max_new_tokens=new, temperature=0)
     top1 = model.generate(list(seed_tokens), max_new_tokens=new, temperature=temperature, top_k=1,
                           generator=torch.Generator().manual_seed(seed))
@@ -125,7 +120,7 @@ def test_generate_returns_the_seed_then_new_tokens_inside_the_vocabulary(impl, c
     ``ValueError`` naming ``top_k``. Any ``top_k`` up to the vocabulary size (itself included) must work."""
     config, vocab, seed_tokens, new, max_len = case
     top_k = data.draw(st.none() | st.just(vocab) | st.integers(1, vocab + 3), label="top_k")
-    model = _minigpt(impl, config, vocab, max_len=max_len)
+    model = minigpt(impl, config, vocab, max_len=max_len)
     call = f"generate({seed_tokens}, max_new_tokens={new}, temperature={temperature}, top_k={top_k}) with vocab_size={vocab}"
     try:
         out = model.generate(list(seed_tokens), max_new_tokens=new, temperature=temperature, top_k=top_k,
@@ -152,7 +147,7 @@ def test_generate_past_max_len_uses_the_last_max_len_tokens(impl, case):
     """Greedy: each new token is the argmax of the logits at the last position for the last
     max_len tokens (max_len=4 here, so seed + new tokens run past it). Ties allowed (1e-9)."""
     config, vocab, seed_tokens, new, max_len = case
-    model = _minigpt(impl, config, vocab, max_len=max_len)
+    model = minigpt(impl, config, vocab, max_len=max_len)
     out = model.generate(list(seed_tokens), max_new_tokens=new, temperature=0)
     assert len(out) == len(seed_tokens) + new, f"generate returned {len(out)} tokens, expected {len(seed_tokens) + new}"
     with torch.no_grad():
@@ -173,7 +168,7 @@ def test_generate_past_max_len_uses_the_last_max_len_tokens(impl, case):
 @given(case=_generation(), seed=st.integers(0, 1000), training=st.booleans())
 def test_generate_is_reproducible_with_a_generator_and_restores_the_mode(impl, case, seed, training):
     config, vocab, seed_tokens, new, max_len = case
-    model = _minigpt(impl, config, vocab, max_len=max_len)
+    model = minigpt(impl, config, vocab, max_len=max_len)
     model.train(training)
     a = model.generate(list(seed_tokens), max_new_tokens=new, temperature=1.0,
                        generator=torch.Generator().manual_seed(seed))
@@ -186,12 +181,6 @@ def test_generate_is_reproducible_with_a_generator_and_restores_the_mode(impl, c
     assert a == b, f"two generate calls with generators of the same seed {seed} gave {a} and {b}"
 
 
-def _seq2seq(impl, config):
-    return build(impl.Seq2SeqTransformer, config, src_vocab_size=6, tgt_vocab_size=7, d_model=config.d_model,
-                 num_heads=config.num_heads, num_encoder_layers=1, num_decoder_layers=1, d_ff=config.d_ff,
-                 max_len=10, pad_id=0)
-
-
 @pytest.mark.component("seq2seq")
 @budget(0.5)
 @given(config=gpt_configs, extra=st.integers(1, 4), data=st.data())
@@ -200,7 +189,7 @@ def test_seq2seq_source_padding_does_not_change_logits(impl, config, extra, data
     blocked in the encoder and in cross-attention."""
     src = data.draw(token_batches(5, max_len=6), label="src") + 1  # ids 1..5, no padding
     tgt = data.draw(token_batches(7, batch=src.shape[0], max_len=6), label="tgt")
-    model = _seq2seq(impl, config)
+    model = seq2seq(impl, config)
     padded = torch.cat([src, torch.zeros(src.shape[0], extra, dtype=torch.long)], dim=1)
     assert_close(model(padded, tgt), model(src, tgt), **law_tolerance(config.dtype, deep=True),
                  what=f"Seq2SeqTransformer logits with {extra} pad tokens appended to the source")
@@ -212,7 +201,7 @@ def test_seq2seq_source_padding_does_not_change_logits(impl, config, extra, data
 def test_seq2seq_batch_items_are_independent(impl, config, data):
     src = data.draw(token_batches(6, max_batch=3, max_len=6), label="src")
     tgt = data.draw(token_batches(7, batch=src.shape[0], max_len=6), label="tgt")
-    model = _seq2seq(impl, config)
+    model = seq2seq(impl, config)
     logits = model(src, tgt)
     for i in range(src.shape[0]):
         assert_close(model(src[i : i + 1], tgt[i : i + 1]), logits[i : i + 1], **law_tolerance(config.dtype, deep=True),

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from transformer_spec.assertions import assert_close
 
+from .draws import padding_mask, x_and_memory
+from .modules import decoder_block, encoder_block, feed_forward, multihead_attention, self_attention
 from .strategies import (
     attention_inputs,
-    bool_tensors,
-    build,
     configs,
     dtypes,
     law_tolerance,
@@ -27,6 +27,12 @@ from .strategies import (
     sequences,
     tensors,
 )
+
+
+def _x_and_perm(data, config):
+    """An input ``x (B, L, d_model)`` and a permutation of its ``L`` positions."""
+    x = data.draw(sequences(config), label="x")
+    return x, data.draw(permutations_of(x.shape[1]), label="perm")
 
 
 def _nonidentity(perm: list[int]) -> list[int]:
@@ -39,9 +45,8 @@ def _nonidentity(perm: list[int]) -> list[int]:
 @pytest.mark.component("mha")
 @given(config=configs(), data=st.data())
 def test_multihead_self_attention_is_permutation_equivariant(impl, config, data):
-    x = data.draw(sequences(config), label="x")
-    perm = data.draw(permutations_of(x.shape[1]), label="perm")
-    m = build(impl.MultiHeadSelfAttention, config, d_model=config.d_model, num_heads=config.num_heads)
+    x, perm = _x_and_perm(data, config)
+    m = self_attention(impl, config)
     out, w = m(x)
     out_p, w_p = m(x[:, perm])
     tol = law_tolerance(x.dtype)
@@ -54,10 +59,8 @@ def test_multihead_self_attention_is_permutation_equivariant(impl, config, data)
 @pytest.mark.parametrize("norm_first", [True, False], ids=["pre_ln", "post_ln"])
 @given(config=configs(), data=st.data())
 def test_encoder_block_is_permutation_equivariant(impl, norm_first, config, data):
-    x = data.draw(sequences(config), label="x")
-    perm = data.draw(permutations_of(x.shape[1]), label="perm")
-    block = build(impl.TransformerEncoderBlock, config, d_model=config.d_model, num_heads=config.num_heads,
-                  d_ff=config.d_ff, norm_first=norm_first)
+    x, perm = _x_and_perm(data, config)
+    block = encoder_block(impl, config, norm_first)
     out, _ = block(x)
     out_p, _ = block(x[:, perm])
     assert_close(out_p, out[:, perm], **law_tolerance(x.dtype, deep=True),
@@ -67,9 +70,8 @@ def test_encoder_block_is_permutation_equivariant(impl, norm_first, config, data
 @pytest.mark.component("ffn")
 @given(config=configs(), data=st.data())
 def test_feedforward_is_permutation_equivariant(impl, config, data):
-    x = data.draw(sequences(config), label="x")
-    perm = data.draw(permutations_of(x.shape[1]), label="perm")
-    ffn = build(impl.FeedForward, config, d_model=config.d_model, d_ff=config.d_ff)
+    x, perm = _x_and_perm(data, config)
+    ffn = feed_forward(impl, config)
     assert_close(ffn(x[:, perm]), ffn(x)[:, perm], **law_tolerance(x.dtype),
                  what=f"FeedForward(x[:, {perm}]) vs. its output permuted")
 
@@ -97,9 +99,9 @@ def test_multihead_attention_is_invariant_to_permuting_keys_and_values_together(
     kv = data.draw(sequences(config, batch=b), label="key")
     value = data.draw(sequences(config, batch=b, length=kv.shape[1]), label="value")
     lk = kv.shape[1]
-    mask = data.draw(st.none() | bool_tensors((b, 1, 1, lk)), label="mask")
+    mask = padding_mask(data, kv, "mask", optional=True)
     perm = data.draw(permutations_of(lk), label="perm")
-    m = build(impl.MultiHeadAttention, config, d_model=config.d_model, num_heads=config.num_heads)
+    m = multihead_attention(impl, config)
     out, w = m(query, kv, value, mask)
     out_p, w_p = m(query, kv[:, perm], value[:, perm], None if mask is None else mask[..., perm])
     tol = law_tolerance(query.dtype)
@@ -112,14 +114,10 @@ def test_multihead_attention_is_invariant_to_permuting_keys_and_values_together(
 @given(config=configs(), data=st.data())
 def test_decoder_block_is_invariant_to_permuting_memory(impl, norm_first, config, data):
     """Cross-attention reads the memory as a set: permuting it (and memory_mask) changes nothing."""
-    x = data.draw(sequences(config), label="x")
-    b = x.shape[0]
-    memory = data.draw(sequences(config, batch=b), label="memory")
-    ls = memory.shape[1]
-    memory_mask = data.draw(st.none() | bool_tensors((b, 1, 1, ls)), label="memory_mask")
-    perm = data.draw(permutations_of(ls), label="perm")
-    block = build(impl.TransformerDecoderBlock, config, d_model=config.d_model, num_heads=config.num_heads,
-                  d_ff=config.d_ff, norm_first=norm_first)
+    x, memory = x_and_memory(data, config)
+    memory_mask = padding_mask(data, memory, "memory_mask", optional=True)
+    perm = data.draw(permutations_of(memory.shape[1]), label="perm")
+    block = decoder_block(impl, config, norm_first)
     out, _, cw = block(x, memory, None, memory_mask)
     out_p, _, cw_p = block(x, memory[:, perm], None, None if memory_mask is None else memory_mask[..., perm])
     tol = law_tolerance(x.dtype, deep=True)

@@ -18,16 +18,15 @@ from hypothesis import strategies as st
 
 from transformer_spec.assertions import assert_close
 
-from .strategies import budget, build, configs, law_tolerance, token_batches
+from .modules import seq2seq
+from .strategies import budget, configs, law_tolerance, token_batches
 
 SRC_VOCAB, TGT_VOCAB = 6, 7
 OTHER_PAD = 5  # the second pad id; real source and target tokens are 1..4, neither pad id
 
 
 def _model(impl, config, pad_id):
-    return build(impl.Seq2SeqTransformer, config, src_vocab_size=SRC_VOCAB, tgt_vocab_size=TGT_VOCAB,
-                 d_model=config.d_model, num_heads=config.num_heads, num_encoder_layers=1,
-                 num_decoder_layers=1, d_ff=config.d_ff, max_len=10, pad_id=pad_id)
+    return seq2seq(impl, config, src_vocab=SRC_VOCAB, tgt_vocab=TGT_VOCAB, max_len=10, pad_id=pad_id)
 
 
 @st.composite

@@ -23,11 +23,12 @@ from hypothesis import strategies as st
 from transformer_spec.assertions import assert_close
 from transformer_spec.testing import assert_attention_weights_valid
 
+from .draws import padding_mask, x_and_memory
+from .modules import attention_module, decoder_block, encoder_block, minigpt
 from .strategies import (
     attention_inputs,
     bool_tensors,
     budget,
-    build,
     causal,
     configs,
     law_tolerance,
@@ -138,7 +139,7 @@ def test_multihead_attention_rows_sum_to_one(impl, self_attention, config, data)
         cls, lk = impl.MultiHeadAttention, data.draw(st.integers(1, 5), label="Lk")
     mask_shape = data.draw(st.sampled_from([(lq, lk), (b, 1, 1, lk), (b, 1, lq, lk)]), label="mask shape")
     mask = data.draw(st.none() | bool_tensors(mask_shape), label="mask")
-    m = build(cls, config, d_model=config.d_model, num_heads=config.num_heads)
+    m = attention_module(cls, config)
     if self_attention:
         _, weights = m(x, mask)
     else:
@@ -158,8 +159,7 @@ def test_encoder_block_attention_rows_sum_to_one(impl, norm_first, config, data)
     x = data.draw(sequences(config), label="x")
     b, n, _ = x.shape
     mask = data.draw(st.none() | st.sampled_from([(n, n), (b, 1, 1, n)]).flatmap(bool_tensors), label="mask")
-    block = build(impl.TransformerEncoderBlock, config, d_model=config.d_model, num_heads=config.num_heads,
-                  d_ff=config.d_ff, norm_first=norm_first)
+    block = encoder_block(impl, config, norm_first)
     _, weights = block(x, mask)
     assert tuple(weights.shape) == (b, config.num_heads, n, n), f"weights shape {tuple(weights.shape)}"
     assert_attention_weights_valid(weights, mask, what="TransformerEncoderBlock attn_weights")
@@ -169,13 +169,11 @@ def test_encoder_block_attention_rows_sum_to_one(impl, norm_first, config, data)
 @pytest.mark.parametrize("norm_first", [True, False], ids=["pre_ln", "post_ln"])
 @given(config=configs(), data=st.data())
 def test_decoder_block_self_and_cross_attention_rows_sum_to_one(impl, norm_first, config, data):
-    x = data.draw(sequences(config), label="x")
+    x, memory = x_and_memory(data, config)
     b, lt, _ = x.shape
-    memory = data.draw(sequences(config, batch=b), label="memory")
     ls = memory.shape[1]
-    memory_mask = data.draw(st.none() | bool_tensors((b, 1, 1, ls)), label="memory_mask")
-    block = build(impl.TransformerDecoderBlock, config, d_model=config.d_model, num_heads=config.num_heads,
-                  d_ff=config.d_ff, norm_first=norm_first)
+    memory_mask = padding_mask(data, memory, "memory_mask", optional=True)
+    block = decoder_block(impl, config, norm_first)
     tgt_mask = causal(lt)
     _, self_w, cross_w = block(x, memory, tgt_mask, memory_mask)
     assert tuple(self_w.shape) == (b, config.num_heads, lt, lt), f"self_weights shape {tuple(self_w.shape)}"
@@ -191,8 +189,7 @@ def test_minigpt_attention_maps_rows_sum_to_one(impl, config, layers, vocab, dat
     """``return_attn=True`` gives one (B, H, L, L) map per layer, each causal (entries above the
     diagonal exactly 0) with rows summing to 1."""
     tokens = data.draw(token_batches(vocab), label="tokens")
-    model = build(impl.MiniGPT, config, vocab_size=vocab, d_model=config.d_model, num_heads=config.num_heads,
-                  num_layers=layers, d_ff=config.d_ff, max_len=8)
+    model = minigpt(impl, config, vocab, layers)
     _, maps = model(tokens, return_attn=True)
     b, n = tokens.shape
     assert isinstance(maps, (list, tuple)) and len(maps) == layers, (

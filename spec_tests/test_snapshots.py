@@ -102,40 +102,42 @@ def _assert_tokens(got, expected, what):
         )
 
 
+def _assert_generates(impl, case, what, **kwargs):
+    """``generate`` from the snapshot case ``case``'s seed and length gives its expected tokens.
+
+    ``what`` is formatted with the case's ``seed``, ``seed_length`` and ``max_new_tokens``."""
+    snap = snapshot("minigpt")[case]
+    got = minigpt(impl).generate(list(snap["seed"]), max_new_tokens=snap["max_new_tokens"], **kwargs)
+    _assert_tokens(got, snap["expected"], what.format(seed=snap["seed"], seed_length=len(snap["seed"]),
+                                                      max_new_tokens=snap["max_new_tokens"]))
+
+
 @pytest.mark.component("generate")
 def test_generate_greedy_snapshot(impl):
-    snap = snapshot("minigpt")["greedy"]
-    got = minigpt(impl).generate(list(snap["seed"]), max_new_tokens=snap["max_new_tokens"], temperature=0)
-    _assert_tokens(got, snap["expected"],
-                   f"generate({snap['seed']}, max_new_tokens={snap['max_new_tokens']}, temperature=0) "
-                   f"(greedy argmax; the sequence outgrows max_len=8 on the last steps)")
+    _assert_generates(impl, "greedy", "generate({seed}, max_new_tokens={max_new_tokens}, temperature=0) "
+                      "(greedy argmax; the sequence outgrows max_len=8 on the last steps)", temperature=0)
 
 
 @pytest.mark.component("generate")
 def test_generate_window_when_seed_is_longer_than_max_len(impl):
     """The model sees only the last max_len tokens of a seed longer than max_len."""
-    snap = snapshot("minigpt")["window"]
-    got = minigpt(impl).generate(list(snap["seed"]), max_new_tokens=snap["max_new_tokens"], temperature=0)
-    _assert_tokens(got, snap["expected"],
-                   f"greedy generate from a seed of {len(snap['seed'])} tokens with max_len=8 "
-                   f"(the model must see only the last 8 tokens)")
+    _assert_generates(impl, "window", "greedy generate from a seed of {seed_length} tokens with max_len=8 "
+                      "(the model must see only the last 8 tokens)", temperature=0)
 
 
 @pytest.mark.component("generate")
 def test_generate_top_k_1_is_greedy(impl):
-    snap = snapshot("minigpt")["greedy"]
-    got = minigpt(impl).generate(list(snap["seed"]), max_new_tokens=snap["max_new_tokens"], temperature=0.8,
-                                 top_k=1, generator=torch.Generator().manual_seed(0))
-    _assert_tokens(got, snap["expected"], "generate(..., temperature=0.8, top_k=1) keeps only the best token")
+    _assert_generates(impl, "greedy",
+                      "generate(..., temperature=0.8, top_k=1) keeps only the best token",
+                      temperature=0.8, top_k=1, generator=torch.Generator().manual_seed(0))
 
 
 @pytest.mark.component("generate")
 def test_generate_tiny_temperature_is_greedy(impl):
     """logits / 1e-3 makes every gap >= 140: sampling picks the argmax (probability 1 - e^-140)."""
-    snap = snapshot("minigpt")["greedy"]
-    got = minigpt(impl).generate(list(snap["seed"]), max_new_tokens=snap["max_new_tokens"], temperature=1e-3,
-                                 generator=torch.Generator().manual_seed(0))
-    _assert_tokens(got, snap["expected"], "generate(..., temperature=1e-3) (the logits must be divided by the temperature)")
+    _assert_generates(impl, "greedy",
+                      "generate(..., temperature=1e-3) (the logits must be divided by the temperature)",
+                      temperature=1e-3, generator=torch.Generator().manual_seed(0))
 
 
 @pytest.mark.component("generate")
