@@ -26,6 +26,8 @@ import torch.nn as nn
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from transformer_spec import inputs
+
 
 # --------------------------------------------------------------------------- budget
 def budget(fraction: float) -> settings:
@@ -98,10 +100,8 @@ def masks(draw, batch: tuple[int, ...], lq: int, lk: int) -> torch.Tensor:
     return draw(bool_tensors(shape))
 
 
-def causal(length: int) -> torch.Tensor:
-    """The causal mask, built here independently of the submission: ``True`` where ``j > i``."""
-    i = torch.arange(length)
-    return i[None, :] > i[:, None]
+#: the causal mask, built independently of the submission: ``True`` where ``j > i``
+causal = inputs.causal
 
 
 def permutations_of(n: int) -> st.SearchStrategy[list[int]]:

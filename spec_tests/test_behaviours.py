@@ -11,6 +11,7 @@ reproducibility with a generator in ``test_snapshots.py``.)
 import pytest
 import torch
 
+from transformer_spec import inputs
 from transformer_spec.assertions import assert_close, assert_equal
 from transformer_spec.testing import (
     assert_raises_naming,
@@ -28,8 +29,7 @@ D, H, FF, VOCAB = 8, 2, 16, 11
 
 
 def randn(*shape, dtype=torch.float64, seed=0, requires_grad=False):
-    t = torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)
-    return t.requires_grad_(requires_grad)
+    return inputs.randn(*shape, seed=seed, dtype=dtype).requires_grad_(requires_grad)
 
 
 # ---------------------------------------------------------------- True = blocked
