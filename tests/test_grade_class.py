@@ -262,11 +262,11 @@ def test_feedback_states_each_components_diagnosis_once_then_its_failing_tests()
 
 
 def test_the_class_graders_points_add_up_to_the_rubrics_exactly(corpus):
-    from transformer_spec import grading
+    from transformer_spec import rubric
 
     root, _, records, _, _ = corpus
     data = json.loads((root / "out" / "students" / "correct" / "results.json").read_text())
-    components = grading.load_rubric().components
+    components = rubric.load_rubric().components
     for comp in {t["tags"][0] for t in data["tests"]}:
         assert round(sum(t["max_score"] for t in data["tests"] if t["tags"] == [comp]), 9) == components[comp], comp
     assert round(sum(t["max_score"] for t in data["tests"]), 9) == data["score"] == records["correct"].possible
@@ -276,8 +276,8 @@ def test_the_class_graders_points_add_up_to_the_rubrics_exactly(corpus):
 def test_allowed_variations_keep_full_marks_in_the_class_grader(tmp_path):
     """Correct code written differently must lose no point on the class grader's path either:
     its hidden re-checks (``transformer_spec/recheck.py``) compare with the reference on secret
-    inputs, so a probe that relied on a free choice would call an honest student ``tampering``.
-    The probes' anchors are the oracle tests, so grading on those exercises every probe."""
+    inputs, so a re-check that relied on a free choice would call an honest student ``tampering``.
+    The re-checks' anchors are the oracle tests, so grading on those exercises every re-check."""
     from transformer_spec.patching import write_patched_reference
     from transformer_spec.variations import CATALOGUE
 

@@ -1,4 +1,8 @@
-"""Component 'attention'. Scaled dot-product attention: softmax(Q K^T / sqrt(d_k)) V with a bool mask (seed 001, sections 3-4 and 9)."""
+"""The 'attention' component. Scaled dot-product attention: softmax(Q K^T / sqrt(d_k)) V with a bool
+mask (seed 001, sections 3-4 and 9).
+
+Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
+(see transformer_spec/registry.py)."""
 
 from __future__ import annotations
 
@@ -16,56 +20,56 @@ NAMES = (
 
 PITFALLS = (
     pitfall("no_scaling", "attention",
-       "The scores are not divided by sqrt(d_k): softmax(QK^T) V saturates for large d_k "
-       "(seed 000: `scores / math.sqrt(d_k)`).",
-       ("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = 1.0")),
+            "The scores are not divided by sqrt(d_k): softmax(QK^T) V saturates for large d_k "
+            "(seed 000: `scores / math.sqrt(d_k)`).",
+            ("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = 1.0")),
     pitfall("scaled_by_d_k", "attention",
-       "The scores are divided by d_k instead of sqrt(d_k).",
-       ("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = 1.0 / q.size(-1)")),
+            "The scores are divided by d_k instead of sqrt(d_k).",
+            ("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = 1.0 / q.size(-1)")),
     pitfall("multiplied_by_sqrt_d_k", "attention",
-       "The scores are multiplied by sqrt(d_k) instead of divided by it.",
-       ("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = math.sqrt(q.size(-1))")),
+            "The scores are multiplied by sqrt(d_k) instead of divided by it.",
+            ("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = math.sqrt(q.size(-1))")),
     pitfall("scale_argument_ignored", "attention",
-       "A given `scale` is ignored: `scale=None` means 1/sqrt(d_k), but a float must multiply the scores.",
-       ("attention.py", "scores = torch.matmul(q, k.transpose(-2, -1)) * scale",
-        "scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))")),
+            "A given `scale` is ignored: `scale=None` means 1/sqrt(d_k), but a float must multiply the scores.",
+            ("attention.py", "scores = torch.matmul(q, k.transpose(-2, -1)) * scale",
+             "scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))")),
     pitfall("softmax_over_queries", "attention",
-       "softmax runs over the wrong dimension (the queries, dim=-2): it must normalise over the "
-       "keys, dim=-1, so each query's weights sum to 1 (seed 001 section 10).",
-       ("attention.py", "weights = F.softmax(scores, dim=-1)", "weights = F.softmax(scores, dim=-2)")),
+            "softmax runs over the wrong dimension (the queries, dim=-2): it must normalise over the "
+            "keys, dim=-1, so each query's weights sum to 1 (seed 001 section 10).",
+            ("attention.py", "weights = F.softmax(scores, dim=-1)", "weights = F.softmax(scores, dim=-2)")),
     pitfall("mask_ignored", "attention",
-       "The mask is never applied: blocked keys (padding, the future) still get attention "
-       "(seed 001 section 10, 'mask forgotten').",
-       ("attention.py", "if mask is not None:", "if False:  # the mask is forgotten")),
+            "The mask is never applied: blocked keys (padding, the future) still get attention "
+            "(seed 001 section 10, 'mask forgotten').",
+            ("attention.py", "if mask is not None:", "if False:  # the mask is forgotten")),
     pitfall("mask_inverted", "attention",
-       "The boolean mask is read the wrong way round: in this contract True means BLOCKED "
-       "(`masked_fill(mask, -inf)`), the opposite of torch's SDPA `attn_mask`.",
-       ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', 'scores.masked_fill_(~mask, float("-inf"))')),
+            "The boolean mask is read the wrong way round: in this contract True means BLOCKED "
+            "(`masked_fill(mask, -inf)`), the opposite of torch's SDPA `attn_mask`.",
+            ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', 'scores.masked_fill_(~mask, float("-inf"))')),
     pitfall("masked_with_zero", "attention",
-       "Blocked scores are set to 0 instead of -inf: exp(0) = 1, so blocked keys still get weight.",
-       ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores.masked_fill_(mask, 0.0)")),
+            "Blocked scores are set to 0 instead of -inf: exp(0) = 1, so blocked keys still get weight.",
+            ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores.masked_fill_(mask, 0.0)")),
     pitfall("nan_on_fully_blocked_rows", "attention",
-       "A query whose keys are all blocked gets softmax(-inf, ..., -inf) = NaN: such rows must give "
-       "all-zero weights and an all-zero output.",
-       ("attention.py", "if blocked_rows.any():", "if False:  # no special case")),
+            "A query whose keys are all blocked gets softmax(-inf, ..., -inf) = NaN: such rows must give "
+            "all-zero weights and an all-zero output.",
+            ("attention.py", "if blocked_rows.any():", "if False:  # no special case")),
     pitfall("keys_not_transposed", "attention",
-       "The scores are q @ k instead of q @ k^T (`k.transpose(-2, -1)`): the shapes are mixed up.",
-       ("attention.py", "scores = torch.matmul(q, k.transpose(-2, -1)) * scale",
-        "scores = torch.matmul(q, k) * scale")),
+            "The scores are q @ k instead of q @ k^T (`k.transpose(-2, -1)`): the shapes are mixed up.",
+            ("attention.py", "scores = torch.matmul(q, k.transpose(-2, -1)) * scale",
+             "scores = torch.matmul(q, k) * scale")),
     pitfall("finite_mask_fill", "attention",
-       "Blocked scores are filled with -1e9 (seed 001 section 11's exercise) instead of -inf: once the "
-       "allowed scores are below -1e9 the blocked keys take the weight; blocked keys must get exactly 0.",
-       ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores.masked_fill_(mask, -1e9)")),
+            "Blocked scores are filled with -1e9 (seed 001 section 11's exercise) instead of -inf: once the "
+            "allowed scores are below -1e9 the blocked keys take the weight; blocked keys must get exactly 0.",
+            ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores.masked_fill_(mask, -1e9)")),
     pitfall("finite_mask_fill_1e4", "attention",
-       "Blocked scores are filled with -10000 (seed 001 section 8.1's 'sufficiently small negative number') "
-       "instead of -inf: an allowed score of -20000 loses to the blocked keys; blocked keys must get exactly 0.",
-       ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores.masked_fill_(mask, -10000.0)")),
+            "Blocked scores are filled with -10000 (seed 001 section 8.1's 'sufficiently small negative number') "
+            "instead of -inf: an allowed score of -20000 loses to the blocked keys; blocked keys must get exactly 0.",
+            ("attention.py", 'scores.masked_fill_(mask, float("-inf"))', "scores.masked_fill_(mask, -10000.0)")),
     pitfall("softmax_without_max_subtraction", "attention",
-       "softmax written as exp(s) / sum(exp(s)) without subtracting the row maximum first: exp "
-       "overflows to inf for scores above ~88 in float32, and inf / inf is NaN. Subtract "
-       "`scores.amax(-1, keepdim=True)` before exp, or use F.softmax.",
-       ("attention.py", "weights = F.softmax(scores, dim=-1)  # over the keys: each row sums to 1",
-        "exp = scores.exp()\n    weights = exp / exp.sum(dim=-1, keepdim=True)")),
+            "softmax written as exp(s) / sum(exp(s)) without subtracting the row maximum first: exp "
+            "overflows to inf for scores above ~88 in float32, and inf / inf is NaN. Subtract "
+            "`scores.amax(-1, keepdim=True)` before exp, or use F.softmax.",
+            ("attention.py", "weights = F.softmax(scores, dim=-1)  # over the keys: each row sums to 1",
+             "exp = scores.exp()\n    weights = exp / exp.sum(dim=-1, keepdim=True)")),
 )
 
 

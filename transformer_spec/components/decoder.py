@@ -1,4 +1,8 @@
-"""Component 'decoder'. The decoder block: masked self-attention, cross-attention to the memory, feed-forward."""
+"""The 'decoder' component. The decoder block: masked self-attention, cross-attention to the memory,
+feed-forward.
+
+Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
+(see transformer_spec/registry.py)."""
 
 from __future__ import annotations
 
@@ -17,32 +21,32 @@ NAMES = (
 
 PITFALLS = (
     pitfall("cross_attention_to_itself", "decoder",
-       "The decoder's cross-attention attends to the decoder itself: its keys and values must come "
-       "from `memory` (the encoder output).",
-       ("blocks.py", "self.cross_attn(self.norm2(x), memory, memory, memory_mask)",
-        "self.cross_attn(self.norm2(x), self.norm2(x), self.norm2(x), None)"),
-       ("blocks.py", "self.cross_attn(x, memory, memory, memory_mask)", "self.cross_attn(x, x, x, None)")),
+            "The decoder's cross-attention attends to the decoder itself: its keys and values must come "
+            "from `memory` (the encoder output).",
+            ("blocks.py", "self.cross_attn(self.norm2(x), memory, memory, memory_mask)",
+             "self.cross_attn(self.norm2(x), self.norm2(x), self.norm2(x), None)"),
+            ("blocks.py", "self.cross_attn(x, memory, memory, memory_mask)", "self.cross_attn(x, x, x, None)")),
     pitfall("cross_attention_without_memory_mask", "decoder",
-       "The decoder's cross-attention ignores `memory_mask`: padded source positions are attended.",
-       ("blocks.py", "self.cross_attn(self.norm2(x), memory, memory, memory_mask)",
-        "self.cross_attn(self.norm2(x), memory, memory, None)"),
-       ("blocks.py", "self.cross_attn(x, memory, memory, memory_mask)", "self.cross_attn(x, memory, memory, None)")),
+            "The decoder's cross-attention ignores `memory_mask`: padded source positions are attended.",
+            ("blocks.py", "self.cross_attn(self.norm2(x), memory, memory, memory_mask)",
+             "self.cross_attn(self.norm2(x), memory, memory, None)"),
+            ("blocks.py", "self.cross_attn(x, memory, memory, memory_mask)", "self.cross_attn(x, memory, memory, None)")),
     pitfall("decoder_self_attention_without_tgt_mask", "decoder",
-       "The decoder's self-attention ignores `tgt_mask`: each target token sees the future.",
-       ("blocks.py", "self.self_attn(self.norm1(x), tgt_mask)", "self.self_attn(self.norm1(x), None)"),
-       ("blocks.py", "self.self_attn(x, tgt_mask)", "self.self_attn(x, None)")),
+            "The decoder's self-attention ignores `tgt_mask`: each target token sees the future.",
+            ("blocks.py", "self.self_attn(self.norm1(x), tgt_mask)", "self.self_attn(self.norm1(x), None)"),
+            ("blocks.py", "self.self_attn(x, tgt_mask)", "self.self_attn(x, None)")),
     pitfall("decoder_post_ln_for_pre_ln", "decoder",
-       "The decoder block applies LayerNorm after the residual (Post-LN) when norm_first=True asks for "
-       "Pre-LN (and the other way round).",
-       ("blocks.py", "if self.norm_first:\n            attn_out, self_weights",
-        "if not self.norm_first:\n            attn_out, self_weights")),
+            "The decoder block applies LayerNorm after the residual (Post-LN) when norm_first=True asks for "
+            "Pre-LN (and the other way round).",
+            ("blocks.py", "if self.norm_first:\n            attn_out, self_weights",
+             "if not self.norm_first:\n            attn_out, self_weights")),
     pitfall("decoder_cross_residual_missing", "decoder",
-       "The decoder block drops the residual connection around cross-attention.",
-       ("blocks.py", "x = x + self.dropout(cross_out)", "x = self.dropout(cross_out)")),
+            "The decoder block drops the residual connection around cross-attention.",
+            ("blocks.py", "x = x + self.dropout(cross_out)", "x = self.dropout(cross_out)")),
     pitfall("decoder_sublayer_output_not_dropped", "decoder",
-       "The decoder block never applies its own dropout to the FFN sublayer's output: the contract's "
-       "block is x + dropout(ffn(norm3(x))), like the encoder's.",
-       ("blocks.py", "x = x + self.dropout(self.ffn(self.norm3(x)))", "x = x + self.ffn(self.norm3(x))")),
+            "The decoder block never applies its own dropout to the FFN sublayer's output: the contract's "
+            "block is x + dropout(ffn(norm3(x))), like the encoder's.",
+            ("blocks.py", "x = x + self.dropout(self.ffn(self.norm3(x)))", "x = x + self.ffn(self.norm3(x))")),
 )
 
 
@@ -52,8 +56,8 @@ def behaviour(impl, f: bp.Features) -> None:
     memory_mask = torch.zeros(2, 1, 1, 5, dtype=torch.bool)
     memory_mask[1, ..., 3:] = True
     bp.block_probes(f, impl.TransformerDecoderBlock, testing.decoder_block_shapes(bp.D, bp.FF),
-                  lambda m: m(x, memory, inputs.causal(4), memory_mask),
-                  ("self_attn.W_O.weight", "cross_attn.W_O.weight", "ffn.linear2.weight", "ffn.linear2.bias"))
+                    lambda m: m(x, memory, inputs.causal(4), memory_mask),
+                    ("self_attn.W_O.weight", "cross_attn.W_O.weight", "ffn.linear2.weight", "ffn.linear2.bias"))
 
 
 def _decoder(norm_first: bool, mask_kind: str):
@@ -77,6 +81,6 @@ RECHECKS = tuple(
 
 
 COMPONENT = Component(
-    "decoder", label="dec", points=10, order=6, depends_on=('mha', 'ffn'),
+    "decoder", label="dec", points=10, order=6, depends_on=("mha", "ffn"),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

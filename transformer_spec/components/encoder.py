@@ -1,4 +1,8 @@
-"""Component 'encoder'. The encoder block: self-attention and feed-forward sublayers with residuals, Pre-LN or Post-LN."""
+"""The 'encoder' component. The encoder block: self-attention and feed-forward sublayers with
+residuals, Pre-LN or Post-LN.
+
+Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
+(see transformer_spec/registry.py)."""
 
 from __future__ import annotations
 
@@ -16,35 +20,35 @@ NAMES = (
 
 PITFALLS = (
     pitfall("encoder_post_ln_for_pre_ln", "encoder",
-       "The encoder block applies LayerNorm after the residual (Post-LN) when norm_first=True asks for "
-       "Pre-LN, x + drop(attn(norm1(x))) (and the other way round).",
-       ("blocks.py", "if self.norm_first:\n            attn_out, attn_weights",
-        "if not self.norm_first:\n            attn_out, attn_weights")),
+            "The encoder block applies LayerNorm after the residual (Post-LN) when norm_first=True asks for "
+            "Pre-LN, x + drop(attn(norm1(x))) (and the other way round).",
+            ("blocks.py", "if self.norm_first:\n            attn_out, attn_weights",
+             "if not self.norm_first:\n            attn_out, attn_weights")),
     pitfall("encoder_attention_residual_missing", "encoder",
-       "The encoder block drops the residual connection around self-attention: x = x + drop(attn(...)).",
-       ("blocks.py", "x = x + self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))",
-        "x = self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))")),
+            "The encoder block drops the residual connection around self-attention: x = x + drop(attn(...)).",
+            ("blocks.py", "x = x + self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))",
+             "x = self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))")),
     pitfall("encoder_ffn_residual_missing", "encoder",
-       "The encoder block drops the residual connection around the feed-forward: x = x + drop(ffn(...)).",
-       ("blocks.py", "x = x + self.dropout(self.ffn(self.norm2(x)))", "x = self.dropout(self.ffn(self.norm2(x)))")),
+            "The encoder block drops the residual connection around the feed-forward: x = x + drop(ffn(...)).",
+            ("blocks.py", "x = x + self.dropout(self.ffn(self.norm2(x)))", "x = self.dropout(self.ffn(self.norm2(x)))")),
     pitfall("encoder_one_layernorm_reused", "encoder",
-       "The encoder block reuses norm1 before the feed-forward: each sublayer has its own LayerNorm (norm2).",
-       ("blocks.py", "x = x + self.dropout(self.ffn(self.norm2(x)))", "x = x + self.dropout(self.ffn(self.norm1(x)))")),
+            "The encoder block reuses norm1 before the feed-forward: each sublayer has its own LayerNorm (norm2).",
+            ("blocks.py", "x = x + self.dropout(self.ffn(self.norm2(x)))", "x = x + self.dropout(self.ffn(self.norm1(x)))")),
     pitfall("encoder_mask_not_passed", "encoder",
-       "The encoder block does not pass `mask` to its self-attention.",
-       ("blocks.py", "self.self_attn(self.norm1(x), mask, kv_cache=kv_cache)",
-        "self.self_attn(self.norm1(x), None, kv_cache=kv_cache)"),
-       ("blocks.py", "self.self_attn(x, mask, kv_cache=kv_cache)", "self.self_attn(x, None, kv_cache=kv_cache)")),
+            "The encoder block does not pass `mask` to its self-attention.",
+            ("blocks.py", "self.self_attn(self.norm1(x), mask, kv_cache=kv_cache)",
+             "self.self_attn(self.norm1(x), None, kv_cache=kv_cache)"),
+            ("blocks.py", "self.self_attn(x, mask, kv_cache=kv_cache)", "self.self_attn(x, None, kv_cache=kv_cache)")),
     pitfall("encoder_dropout_on_residual_stream", "encoder",
-       "Dropout is applied to the residual sum, dropout(x + attn): it belongs on the sublayer's output "
-       "only, x + dropout(attn(...)).",
-       ("blocks.py", "x = x + self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))",
-        "x = self.dropout(x + attn_out)\n            x = self.dropout(x + self.ffn(self.norm2(x)))")),
+            "Dropout is applied to the residual sum, dropout(x + attn): it belongs on the sublayer's output "
+            "only, x + dropout(attn(...)).",
+            ("blocks.py", "x = x + self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))",
+             "x = self.dropout(x + attn_out)\n            x = self.dropout(x + self.ffn(self.norm2(x)))")),
     pitfall("encoder_sublayer_output_not_dropped", "encoder",
-       "The encoder block never applies its own dropout to the FFN sublayer's output (as when dropout "
-       "lives only inside the sublayers, nanoGPT-style): the contract's block is x + dropout(ffn(norm2(x))) "
-       "(seed 000 step 5).",
-       ("blocks.py", "x = x + self.dropout(self.ffn(self.norm2(x)))", "x = x + self.ffn(self.norm2(x))")),
+            "The encoder block never applies its own dropout to the FFN sublayer's output (as when dropout "
+            "lives only inside the sublayers, nanoGPT-style): the contract's block is x + dropout(ffn(norm2(x))) "
+            "(seed 000 step 5).",
+            ("blocks.py", "x = x + self.dropout(self.ffn(self.norm2(x)))", "x = x + self.ffn(self.norm2(x))")),
 )
 
 
@@ -54,8 +58,7 @@ def behaviour(impl, f: bp.Features) -> None:
     mask = torch.zeros(2, 1, 1, 4, dtype=torch.bool)
     mask[1, ..., 3] = True
     bp.block_probes(f, impl.TransformerEncoderBlock, testing.encoder_block_shapes(bp.D, bp.FF),
-                  lambda m: m(x, mask),
-                  ("self_attn.W_O.weight", "ffn.linear2.weight", "ffn.linear2.bias"))
+                    lambda m: m(x, mask), ("self_attn.W_O.weight", "ffn.linear2.weight", "ffn.linear2.bias"))
     bp.capture(f, "pre_causal", lambda: bp.module(
         impl.TransformerEncoderBlock, testing.seeded_parameters(testing.encoder_block_shapes(bp.D, bp.FF), seed=31),
         d_model=bp.D, num_heads=bp.H, d_ff=bp.FF, dropout=0.0)(x, inputs.causal(4)))
@@ -80,6 +83,6 @@ RECHECKS = tuple(
 
 
 COMPONENT = Component(
-    "encoder", label="enc", points=10, order=5, depends_on=('mha', 'ffn'),
+    "encoder", label="enc", points=10, order=5, depends_on=("mha", "ffn"),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

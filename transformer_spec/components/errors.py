@@ -1,4 +1,8 @@
-"""Component 'errors'. Argument checks: a clear ValueError (or TypeError) naming the argument to fix."""
+"""The 'errors' component. Argument checks: a clear ValueError (or TypeError) naming the argument to
+fix.
+
+Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
+(see transformer_spec/registry.py)."""
 
 from __future__ import annotations
 
@@ -13,23 +17,23 @@ NAMES = (
 
 PITFALLS = (
     pitfall("heads_divisibility_not_checked", "errors",
-       "d_model not divisible by num_heads is not rejected: raise ValueError naming d_model and num_heads.",
-       ("_validation.py", "if d_model % num_heads != 0:", "if False:")),
+            "d_model not divisible by num_heads is not rejected: raise ValueError naming d_model and num_heads.",
+            ("_validation.py", "if d_model % num_heads != 0:", "if False:")),
     pitfall("positive_ints_not_checked", "errors",
-       "Sizes such as d_model, num_heads or max_new_tokens are not checked: raise ValueError/TypeError "
-       "naming the argument for 0, negatives and non-ints.",
-       ("_validation.py", '"""``value`` must be an ``int`` (not a bool) greater than zero."""',
-        '"""``value`` must be an ``int`` (not a bool) greater than zero."""\n    return value')),
+            "Sizes such as d_model, num_heads or max_new_tokens are not checked: raise ValueError/TypeError "
+            "naming the argument for 0, negatives and non-ints.",
+            ("_validation.py", '"""``value`` must be an ``int`` (not a bool) greater than zero."""',
+             '"""``value`` must be an ``int`` (not a bool) greater than zero."""\n    return value')),
     pitfall("max_len_not_checked", "errors",
-       "A sequence longer than max_len is not rejected with a ValueError naming max_len.",
-       ("position.py", "    if start + x.size(1) > max_len:", "    if False:")),
+            "A sequence longer than max_len is not rejected with a ValueError naming max_len.",
+            ("position.py", "    if start + x.size(1) > max_len:", "    if False:")),
     pitfall("mask_dtype_not_checked", "errors",
-       "A mask that is not bool is accepted: raise TypeError saying masks are bool (True = blocked).",
-       ("_validation.py", "if mask.dtype != torch.bool:", "if False:")),
+            "A mask that is not bool is accepted: raise TypeError saying masks are bool (True = blocked).",
+            ("_validation.py", "if mask.dtype != torch.bool:", "if False:")),
     pitfall("error_message_without_argument_name", "errors",
-       "The error message does not name the argument: say which argument is wrong and its value.",
-       ("_validation.py", 'raise ValueError(f"{name} must be a positive int, got {name}={value}")',
-        'raise ValueError(f"must be a positive int, got {value}")')),
+            "The error message does not name the argument: say which argument is wrong and its value.",
+            ("_validation.py", 'raise ValueError(f"{name} must be a positive int, got {name}={value}")',
+             'raise ValueError(f"must be a positive int, got {value}")')),
 )
 
 
@@ -52,5 +56,7 @@ COMPONENT = Component(
     "errors", label="err", points=6, order=11, depends_on=(),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour,
     why_no_names="the argument checks belong to the other components' names; their tests are graded here",
-    why_no_rechecks=("argument checks raise errors instead of returning arrays to compare"),
+    why_no_rechecks=(
+        "argument checks raise errors instead of returning arrays to compare"
+    ),
 )

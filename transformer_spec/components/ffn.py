@@ -1,4 +1,8 @@
-"""Component 'ffn'. The position-wise feed-forward network: linear2(dropout(gelu(linear1(x)))) (seed 000)."""
+"""The 'ffn' component. The position-wise feed-forward network: linear2(dropout(gelu(linear1(x))))
+(seed 000).
+
+Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
+(see transformer_spec/registry.py)."""
 
 from __future__ import annotations
 
@@ -16,22 +20,22 @@ NAMES = (
 
 PITFALLS = (
     pitfall("relu_instead_of_gelu", "ffn",
-       "The feed-forward uses ReLU: the contract asks for the exact (erf) GELU, F.gelu(x).",
-       ("feedforward.py", "F.gelu(self.linear1(x))", "F.relu(self.linear1(x))")),
+            "The feed-forward uses ReLU: the contract asks for the exact (erf) GELU, F.gelu(x).",
+            ("feedforward.py", "F.gelu(self.linear1(x))", "F.relu(self.linear1(x))")),
     pitfall("tanh_gelu", "ffn",
-       "The feed-forward uses the tanh approximation of GELU: the contract asks for the exact erf GELU.",
-       ("feedforward.py", "F.gelu(self.linear1(x))", 'F.gelu(self.linear1(x), approximate="tanh")')),
+            "The feed-forward uses the tanh approximation of GELU: the contract asks for the exact erf GELU.",
+            ("feedforward.py", "F.gelu(self.linear1(x))", 'F.gelu(self.linear1(x), approximate="tanh")')),
     pitfall("no_activation", "ffn",
-       "The feed-forward has no activation between linear1 and linear2: it collapses to one linear map.",
-       ("feedforward.py", "F.gelu(self.linear1(x))", "self.linear1(x)")),
+            "The feed-forward has no activation between linear1 and linear2: it collapses to one linear map.",
+            ("feedforward.py", "F.gelu(self.linear1(x))", "self.linear1(x)")),
     pitfall("ffn_dropout_after_linear2", "ffn",
-       "Dropout is applied after linear2: the contract's FFN is linear2(dropout(gelu(linear1(x)))).",
-       ("feedforward.py", "return self.linear2(self.dropout(F.gelu(self.linear1(x))))",
-        "return self.dropout(self.linear2(F.gelu(self.linear1(x))))")),
+            "Dropout is applied after linear2: the contract's FFN is linear2(dropout(gelu(linear1(x)))).",
+            ("feedforward.py", "return self.linear2(self.dropout(F.gelu(self.linear1(x))))",
+             "return self.dropout(self.linear2(F.gelu(self.linear1(x))))")),
     pitfall("ffn_dropout_in_eval", "ffn",
-       "Dropout stays active in eval(): use self.dropout (nn.Dropout), which acts only in train() mode.",
-       ("feedforward.py", "self.linear2(self.dropout(F.gelu(self.linear1(x))))",
-        "self.linear2(F.dropout(F.gelu(self.linear1(x)), self.dropout.p, training=True))")),
+            "Dropout stays active in eval(): use self.dropout (nn.Dropout), which acts only in train() mode.",
+            ("feedforward.py", "self.linear2(self.dropout(F.gelu(self.linear1(x))))",
+             "self.linear2(F.dropout(F.gelu(self.linear1(x)), self.dropout.p, training=True))")),
 )
 
 

@@ -1,4 +1,8 @@
-"""Component 'generate'. MiniGPT.generate: greedy, temperature and top-k sampling, the context window, modes restored."""
+"""The 'generate' component. MiniGPT.generate: greedy, temperature and top-k sampling, the context
+window, modes restored.
+
+Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
+(see transformer_spec/registry.py)."""
 
 from __future__ import annotations
 
@@ -21,30 +25,30 @@ NAMES = (
 
 PITFALLS = (
     pitfall("generate_reads_first_position", "generate",
-       "generate takes the logits of the FIRST position: the next token comes from the last one, logits[0, -1].",
-       _NO_CACHE, ("minigpt.py", "next_logits = self(window)[0][0, -1]", "next_logits = self(window)[0][0, 0]")),
+            "generate takes the logits of the FIRST position: the next token comes from the last one, logits[0, -1].",
+            _NO_CACHE, ("minigpt.py", "next_logits = self(window)[0][0, -1]", "next_logits = self(window)[0][0, 0]")),
     pitfall("temperature_multiplied", "generate",
-       "generate multiplies the logits by the temperature: divide them (logits / temperature).",
-       ("minigpt.py", "next_logits = next_logits / temperature", "next_logits = next_logits * temperature")),
+            "generate multiplies the logits by the temperature: divide them (logits / temperature).",
+            ("minigpt.py", "next_logits = next_logits / temperature", "next_logits = next_logits * temperature")),
     pitfall("window_ignored", "generate",
-       "generate feeds the whole sequence: the model sees at most the last max_len tokens (tokens[-max_len:]).",
-       _NO_CACHE, ("minigpt.py", "window = torch.tensor([tokens[-self.max_len:]], device=device)  # (1, <=max_len)",
+            "generate feeds the whole sequence: the model sees at most the last max_len tokens (tokens[-max_len:]).",
+            _NO_CACHE, ("minigpt.py", "window = torch.tensor([tokens[-self.max_len:]], device=device)  # (1, <=max_len)",
                    "window = torch.tensor([tokens], device=device)")),
     pitfall("top_k_ignored", "generate",
-       "generate ignores top_k: only the k most likely tokens may be sampled.",
-       ("minigpt.py", "if top_k is not None and top_k < next_logits.numel():", "if False:")),
+            "generate ignores top_k: only the k most likely tokens may be sampled.",
+            ("minigpt.py", "if top_k is not None and top_k < next_logits.numel():", "if False:")),
     pitfall("generator_ignored", "generate",
-       "generate ignores `generator`: pass it to torch.multinomial so sampling is reproducible.",
-       ("minigpt.py", "torch.multinomial(probs, 1, generator=generator)", "torch.multinomial(probs, 1)")),
+            "generate ignores `generator`: pass it to torch.multinomial so sampling is reproducible.",
+            ("minigpt.py", "torch.multinomial(probs, 1, generator=generator)", "torch.multinomial(probs, 1)")),
     pitfall("mode_not_restored", "generate",
-       "generate leaves the model in eval mode: restore the caller's train/eval mode afterwards.",
-       ("minigpt.py", "self.train(was_training)", "pass  # the mode is not restored")),
+            "generate leaves the model in eval mode: restore the caller's train/eval mode afterwards.",
+            ("minigpt.py", "self.train(was_training)", "pass  # the mode is not restored")),
     pitfall("generate_in_train_mode", "generate",
-       "generate runs in train mode (dropout active while sampling): switch to eval() while generating.",
-       ("minigpt.py", "caches = None\n        self.eval()", "caches = None")),
+            "generate runs in train mode (dropout active while sampling): switch to eval() while generating.",
+            ("minigpt.py", "caches = None\n        self.eval()", "caches = None")),
     pitfall("greedy_not_special_cased", "generate",
-       "temperature=0 divides by zero: it means greedy decoding, the argmax.",
-       ("minigpt.py", "if temperature == 0:", "if False:")),
+            "temperature=0 divides by zero: it means greedy decoding, the argmax.",
+            ("minigpt.py", "if temperature == 0:", "if False:")),
 )
 
 
@@ -87,7 +91,10 @@ def behaviour(impl, f: bp.Features) -> None:
 
 
 COMPONENT = Component(
-    "generate", label="gen", points=8, order=9, depends_on=('minigpt',),
+    "generate", label="gen", points=8, order=9, depends_on=("minigpt",),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour,
-    why_no_rechecks=("sampling depends on the model's free choices; the deterministic parts it uses are re-checked in their own components"),
+    why_no_rechecks=(
+        "no re-check written yet; greedy decoding could have one (sampled tokens depend on how a "
+        "submission draws from the generator, which the contract leaves free)"
+    ),
 )

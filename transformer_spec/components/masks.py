@@ -1,4 +1,7 @@
-"""Component 'masks'. The causal and padding masks: bool, True = blocked (seed 000, section 7.1)."""
+"""The 'masks' component. The causal and padding masks: bool, True = blocked (seed 000, section 7.1).
+
+Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
+(see transformer_spec/registry.py)."""
 
 from __future__ import annotations
 
@@ -17,28 +20,28 @@ NAMES = (
 
 PITFALLS = (
     pitfall("causal_mask_blocks_diagonal", "masks",
-       "Your causal mask also blocks the diagonal: a token must see itself (`triu(..., diagonal=1)`).",
-       ("masks.py", "torch.triu(ones, diagonal=1)", "torch.triu(ones, diagonal=0)")),
+            "Your causal mask also blocks the diagonal: a token must see itself (`triu(..., diagonal=1)`).",
+            ("masks.py", "torch.triu(ones, diagonal=1)", "torch.triu(ones, diagonal=0)")),
     pitfall("causal_mask_leaks_next_token", "masks",
-       "Your causal mask lets each token see the next one (`diagonal=2`): only positions j > i "
-       "must be blocked (`triu(..., diagonal=1)`).",
-       ("masks.py", "torch.triu(ones, diagonal=1)", "torch.triu(ones, diagonal=2)")),
+            "Your causal mask lets each token see the next one (`diagonal=2`): only positions j > i "
+            "must be blocked (`triu(..., diagonal=1)`).",
+            ("masks.py", "torch.triu(ones, diagonal=1)", "torch.triu(ones, diagonal=2)")),
     pitfall("causal_mask_transposed", "masks",
-       "Your causal mask is transposed: it blocks the past (below the diagonal) instead of the future.",
-       ("masks.py", "torch.triu(ones, diagonal=1)", "torch.tril(ones, diagonal=-1)")),
+            "Your causal mask is transposed: it blocks the past (below the diagonal) instead of the future.",
+            ("masks.py", "torch.triu(ones, diagonal=1)", "torch.tril(ones, diagonal=-1)")),
     pitfall("causal_mask_inverted", "masks",
-       "Your causal mask marks the ALLOWED positions (torch's convention, `tril`): here True means blocked.",
-       ("masks.py", "torch.triu(ones, diagonal=1)", "torch.tril(ones)")),
+            "Your causal mask marks the ALLOWED positions (torch's convention, `tril`): here True means blocked.",
+            ("masks.py", "torch.triu(ones, diagonal=1)", "torch.tril(ones)")),
     pitfall("causal_mask_not_bool", "masks",
-       "Your causal mask is a float tensor: the contract's masks are bool (True = blocked).",
-       ("masks.py", "return torch.triu(ones, diagonal=1)", "return torch.triu(ones, diagonal=1).float()")),
+            "Your causal mask is a float tensor: the contract's masks are bool (True = blocked).",
+            ("masks.py", "return torch.triu(ones, diagonal=1)", "return torch.triu(ones, diagonal=1).float()")),
     pitfall("padding_mask_blocks_queries", "masks",
-       "Your padding mask has shape (B, 1, L, 1): it blocks padded QUERIES; it must be (B, 1, 1, L) "
-       "to block padded keys.",
-       ("masks.py", "(tokens == pad_id)[:, None, None, :]", "(tokens == pad_id)[:, None, :, None]")),
+            "Your padding mask has shape (B, 1, L, 1): it blocks padded QUERIES; it must be (B, 1, 1, L) "
+            "to block padded keys.",
+            ("masks.py", "(tokens == pad_id)[:, None, None, :]", "(tokens == pad_id)[:, None, :, None]")),
     pitfall("padding_mask_inverted", "masks",
-       "Your padding mask is True at the real tokens: it must be True (blocked) where tokens == pad_id.",
-       ("masks.py", "(tokens == pad_id)[:, None, None, :]", "(tokens != pad_id)[:, None, None, :]")),
+            "Your padding mask is True at the real tokens: it must be True (blocked) where tokens == pad_id.",
+            ("masks.py", "(tokens == pad_id)[:, None, None, :]", "(tokens != pad_id)[:, None, None, :]")),
 )
 
 

@@ -1,4 +1,8 @@
-"""Component 'mha'. Multi-head attention: W_Q, W_K, W_V, heads of d_k = D / H, W_O (seed 001, section 5)."""
+"""The 'mha' component. Multi-head attention: W_Q, W_K, W_V, heads of d_k = D / H, W_O (seed 001,
+section 5).
+
+Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
+(see transformer_spec/registry.py)."""
 
 from __future__ import annotations
 
@@ -23,46 +27,46 @@ NAMES = (
 
 PITFALLS = (
     pitfall("heads_split_without_transpose", "mha",
-       "The heads are split with view(B, H, L, d_k): it must be view(B, L, H, d_k).transpose(1, 2), "
-       "otherwise each 'head' mixes positions (seed 001 section 10, 'shapes mixed up').",
-       *(("multihead.py", _SPLIT.format(p=p, a=a, n=n),
+            "The heads are split with view(B, H, L, d_k): it must be view(B, L, H, d_k).transpose(1, 2), "
+            "otherwise each 'head' mixes positions (seed 001 section 10, 'shapes mixed up').",
+            *(("multihead.py", _SPLIT.format(p=p, a=a, n=n),
           f"self.W_{p}({a}).view(B, self.num_heads, {n}, self.d_k)")
          for p, a, n in (("Q", "query", "Lq"), ("K", "key", "Lk"), ("V", "value", "Lk")))),
     pitfall("heads_merged_without_transpose", "mha",
-       "The heads are merged with reshape(B, L, D) straight from (B, H, L, d_k): transpose(1, 2) first, "
-       "so each position gets its own heads back.",
-       ("multihead.py", "heads.transpose(1, 2).reshape(B, Lq, self.d_model)", "heads.reshape(B, Lq, self.d_model)")),
+            "The heads are merged with reshape(B, L, D) straight from (B, H, L, d_k): transpose(1, 2) first, "
+            "so each position gets its own heads back.",
+            ("multihead.py", "heads.transpose(1, 2).reshape(B, Lq, self.d_model)", "heads.reshape(B, Lq, self.d_model)")),
     pitfall("W_O_missing", "mha",
-       "The concatenated heads are returned without the output projection W_O.",
-       ("multihead.py", "return self.W_O(concat), weights", "return concat, weights")),
+            "The concatenated heads are returned without the output projection W_O.",
+            ("multihead.py", "return self.W_O(concat), weights", "return concat, weights")),
     pitfall("scaled_by_sqrt_d_model", "mha",
-       "Multi-head attention scales by 1/sqrt(d_model): each head has d_k = d_model / num_heads "
-       "features, so the scale is 1/sqrt(d_k).",
-       ("multihead.py", "import torch.nn as nn\n", "import math\n\nimport torch.nn as nn\n"),
-       ("multihead.py", "scaled_dot_product_attention(Q, K, V, mask, dropout=self.dropout)",
-        "scaled_dot_product_attention(Q, K, V, mask, scale=1.0 / math.sqrt(self.d_model), dropout=self.dropout)")),
+            "Multi-head attention scales by 1/sqrt(d_model): each head has d_k = d_model / num_heads "
+            "features, so the scale is 1/sqrt(d_k).",
+            ("multihead.py", "import torch.nn as nn\n", "import math\n\nimport torch.nn as nn\n"),
+            ("multihead.py", "scaled_dot_product_attention(Q, K, V, mask, dropout=self.dropout)",
+             "scaled_dot_product_attention(Q, K, V, mask, scale=1.0 / math.sqrt(self.d_model), dropout=self.dropout)")),
     pitfall("keys_from_query", "mha",
-       "The keys are projected from the query (W_K(query)): in cross-attention the keys come from `key`.",
-       ("multihead.py", "K = self.W_K(key).view(B, Lk,", "K = self.W_K(query).view(B, Lk,")),
+            "The keys are projected from the query (W_K(query)): in cross-attention the keys come from `key`.",
+            ("multihead.py", "K = self.W_K(key).view(B, Lk,", "K = self.W_K(query).view(B, Lk,")),
     pitfall("values_from_key", "mha",
-       "The values are projected from `key` instead of `value`.",
-       ("multihead.py", "V = self.W_V(value).view(", "V = self.W_V(key).view(")),
+            "The values are projected from `key` instead of `value`.",
+            ("multihead.py", "V = self.W_V(value).view(", "V = self.W_V(key).view(")),
     pitfall("W_Q_used_for_keys", "mha",
-       "The keys are projected with W_Q instead of W_K (a copy-paste slip).",
-       ("multihead.py", "K = self.W_K(key)", "K = self.W_Q(key)")),
+            "The keys are projected with W_Q instead of W_K (a copy-paste slip).",
+            ("multihead.py", "K = self.W_K(key)", "K = self.W_Q(key)")),
     pitfall("mha_mask_not_passed", "mha",
-       "Multi-head attention does not pass `mask` on to the attention: blocked keys are attended.",
-       ("multihead.py", "scaled_dot_product_attention(Q, K, V, mask, dropout=self.dropout)",
-        "scaled_dot_product_attention(Q, K, V, None, dropout=self.dropout)")),
+            "Multi-head attention does not pass `mask` on to the attention: blocked keys are attended.",
+            ("multihead.py", "scaled_dot_product_attention(Q, K, V, mask, dropout=self.dropout)",
+             "scaled_dot_product_attention(Q, K, V, None, dropout=self.dropout)")),
     pitfall("mha_dropout_in_eval", "mha",
-       "Attention dropout stays active in eval(): dropout must act only in train() mode.",
-       ("multihead.py", "scaled_dot_product_attention(Q, K, V, mask, dropout=self.dropout)",
-        "scaled_dot_product_attention(Q, K, V, mask, dropout=lambda w: nn.functional.dropout("
-        "w, self.dropout.p, training=True))")),
+            "Attention dropout stays active in eval(): dropout must act only in train() mode.",
+            ("multihead.py", "scaled_dot_product_attention(Q, K, V, mask, dropout=self.dropout)",
+             "scaled_dot_product_attention(Q, K, V, mask, dropout=lambda w: nn.functional.dropout("
+             "w, self.dropout.p, training=True))")),
     pitfall("self_attention_ignores_mask", "mha",
-       "MultiHeadSelfAttention drops its `mask` argument.",
-       ("multihead.py", "return super().forward(x, x, x, mask, kv_cache=kv_cache)",
-        "return super().forward(x, x, x, None, kv_cache=kv_cache)")),
+            "MultiHeadSelfAttention drops its `mask` argument.",
+            ("multihead.py", "return super().forward(x, x, x, mask, kv_cache=kv_cache)",
+             "return super().forward(x, x, x, None, kv_cache=kv_cache)")),
 )
 
 
@@ -119,6 +123,6 @@ RECHECKS = (
 
 
 COMPONENT = Component(
-    "mha", label="mha", points=14, order=3, depends_on=('attention',),
+    "mha", label="mha", points=14, order=3, depends_on=("attention",),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

@@ -1,4 +1,8 @@
-"""Component 'minigpt'. MiniGPT: token embedding * sqrt(D), positions, causal encoder blocks, final norm, tied head."""
+"""The 'minigpt' component. MiniGPT: token embedding * sqrt(D), positions, causal encoder blocks,
+final norm, tied head.
+
+Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
+(see transformer_spec/registry.py)."""
 
 from __future__ import annotations
 
@@ -17,37 +21,37 @@ NAMES = (
 
 PITFALLS = (
     pitfall("embedding_not_scaled", "minigpt",
-       "The token embeddings are not multiplied by sqrt(d_model) before the position encoding (seed 000).",
-       ("minigpt.py", "x = self.token_embed(tokens) * math.sqrt(self.d_model)  # (B, L, D)",
-        "x = self.token_embed(tokens)  # (B, L, D)"),
-       ("minigpt.py", "self.pos_encoding(self.token_embed(tokens) * math.sqrt(self.d_model), start)",
-        "self.pos_encoding(self.token_embed(tokens), start)")),
+            "The token embeddings are not multiplied by sqrt(d_model) before the position encoding (seed 000).",
+            ("minigpt.py", "x = self.token_embed(tokens) * math.sqrt(self.d_model)  # (B, L, D)",
+             "x = self.token_embed(tokens)  # (B, L, D)"),
+            ("minigpt.py", "self.pos_encoding(self.token_embed(tokens) * math.sqrt(self.d_model), start)",
+             "self.pos_encoding(self.token_embed(tokens), start)")),
     pitfall("embedding_scaled_after_positions", "minigpt",
-       "The embeddings are scaled by sqrt(d_model) after adding the positions: scale first, then add PE.",
-       ("minigpt.py", "x = self.token_embed(tokens) * math.sqrt(self.d_model)  # (B, L, D)\n        x = self.pos_encoding(x)",
-        "x = self.pos_encoding(self.token_embed(tokens)) * math.sqrt(self.d_model)"),
-       ("minigpt.py", "self.pos_encoding(self.token_embed(tokens) * math.sqrt(self.d_model), start)",
-        "self.pos_encoding(self.token_embed(tokens), start) * math.sqrt(self.d_model)")),
+            "The embeddings are scaled by sqrt(d_model) after adding the positions: scale first, then add PE.",
+            ("minigpt.py", "x = self.token_embed(tokens) * math.sqrt(self.d_model)  # (B, L, D)\n        x = self.pos_encoding(x)",
+             "x = self.pos_encoding(self.token_embed(tokens)) * math.sqrt(self.d_model)"),
+            ("minigpt.py", "self.pos_encoding(self.token_embed(tokens) * math.sqrt(self.d_model), start)",
+             "self.pos_encoding(self.token_embed(tokens), start) * math.sqrt(self.d_model)")),
     pitfall("no_weight_tying", "minigpt",
-       "lm_head.weight is not tied to token_embed.weight: `self.lm_head.weight = self.token_embed.weight`.",
-       ("minigpt.py", "self.lm_head.weight = self.token_embed.weight", "pass  # no weight tying")),
+            "lm_head.weight is not tied to token_embed.weight: `self.lm_head.weight = self.token_embed.weight`.",
+            ("minigpt.py", "self.lm_head.weight = self.token_embed.weight", "pass  # no weight tying")),
     pitfall("no_final_layernorm", "minigpt",
-       "MiniGPT skips final_norm: a Pre-LN stack needs one LayerNorm before lm_head.",
-       ("minigpt.py", "logits = self.lm_head(self.final_norm(x))", "logits = self.lm_head(x)"),
-       ("minigpt.py", "return self.lm_head(self.final_norm(x[:, -1]))", "return self.lm_head(x[:, -1])")),
+            "MiniGPT skips final_norm: a Pre-LN stack needs one LayerNorm before lm_head.",
+            ("minigpt.py", "logits = self.lm_head(self.final_norm(x))", "logits = self.lm_head(x)"),
+            ("minigpt.py", "return self.lm_head(self.final_norm(x[:, -1]))", "return self.lm_head(x[:, -1])")),
     pitfall("minigpt_without_causal_mask", "minigpt",
-       "MiniGPT runs its blocks without the causal mask: every token sees the future "
-       "(seed 001 section 10, 'peeking at the answer').",
-       ("minigpt.py", "x, weights = block(x, mask)", "x, weights = block(x, None)"),
-       ("minigpt.py", "mask = self.causal_mask[:T, :T] if T > 1 else None", "mask = None")),
+            "MiniGPT runs its blocks without the causal mask: every token sees the future "
+            "(seed 001 section 10, 'peeking at the answer').",
+            ("minigpt.py", "x, weights = block(x, mask)", "x, weights = block(x, None)"),
+            ("minigpt.py", "mask = self.causal_mask[:T, :T] if T > 1 else None", "mask = None")),
     pitfall("minigpt_causal_mask_blocks_diagonal", "minigpt",
-       "MiniGPT's causal mask also blocks the diagonal: a token must see itself (`diagonal=1`).",
-       ("minigpt.py", "dtype=torch.bool), diagonal=1)", "dtype=torch.bool), diagonal=0)")),
+            "MiniGPT's causal mask also blocks the diagonal: a token must see itself (`diagonal=1`).",
+            ("minigpt.py", "dtype=torch.bool), diagonal=1)", "dtype=torch.bool), diagonal=0)")),
     pitfall("minigpt_blocks_keep_their_default_dropout", "minigpt",
-       "MiniGPT builds its blocks without passing its `dropout` on, so they keep their default 0.1: "
-       "MiniGPT(dropout=0.0) still drops activations in train() mode.",
-       ("minigpt.py", "[TransformerEncoderBlock(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)]",
-        "[TransformerEncoderBlock(d_model, num_heads, d_ff) for _ in range(num_layers)]")),
+            "MiniGPT builds its blocks without passing its `dropout` on, so they keep their default 0.1: "
+            "MiniGPT(dropout=0.0) still drops activations in train() mode.",
+            ("minigpt.py", "[TransformerEncoderBlock(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)]",
+             "[TransformerEncoderBlock(d_model, num_heads, d_ff) for _ in range(num_layers)]")),
 )
 
 
@@ -74,7 +78,10 @@ def behaviour(impl, f: bp.Features) -> None:
 
 
 COMPONENT = Component(
-    "minigpt", label="gpt", points=10, order=8, depends_on=('encoder', 'position'),
+    "minigpt", label="gpt", points=10, order=8, depends_on=("encoder", "position"),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour,
-    why_no_rechecks=("a model's logits depend on weights the contract names but also on free choices (initialisation, dropout placement); its parts (attention, blocks, position) are re-checked, and the class grader's other checks cover the rest"),
+    why_no_rechecks=(
+        "no re-check written yet; the parts it is built from (attention, mha, ffn, encoder, "
+        "position) are re-checked"
+    ),
 )

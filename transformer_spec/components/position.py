@@ -1,4 +1,7 @@
-"""Component 'position'. Sinusoidal position encoding and learned position embeddings (seed 000)."""
+"""The 'position' component. Sinusoidal position encoding and learned position embeddings (seed 000).
+
+Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
+(see transformer_spec/registry.py)."""
 
 from __future__ import annotations
 
@@ -18,25 +21,25 @@ NAMES = (
 
 PITFALLS = (
     pitfall("sin_cos_swapped", "position",
-       "sin and cos are swapped: PE[pos, 2i] = sin(...), PE[pos, 2i+1] = cos(...) (position 0 is 0, 1, 0, 1, ...).",
-       ("position.py", "pe[:, 0::2] = torch.sin(position * div_term)", "pe[:, 0::2] = torch.cos(position * div_term)"),
-       ("position.py", "pe[:, 1::2] = torch.cos(position * div_term[: d_model // 2])",
-        "pe[:, 1::2] = torch.sin(position * div_term[: d_model // 2])")),
+            "sin and cos are swapped: PE[pos, 2i] = sin(...), PE[pos, 2i+1] = cos(...) (position 0 is 0, 1, 0, 1, ...).",
+            ("position.py", "pe[:, 0::2] = torch.sin(position * div_term)", "pe[:, 0::2] = torch.cos(position * div_term)"),
+            ("position.py", "pe[:, 1::2] = torch.cos(position * div_term[: d_model // 2])",
+             "pe[:, 1::2] = torch.sin(position * div_term[: d_model // 2])")),
     pitfall("wrong_exponent", "position",
-       "The frequencies use 10000^(i/d_model): the exponent is 2i/d_model, i the index of the sin/cos pair.",
-       ("position.py", "torch.arange(0, d_model, 2, dtype=torch.float64) * (",
-        "torch.arange(0, d_model, 2, dtype=torch.float64) / 2 * (")),
+            "The frequencies use 10000^(i/d_model): the exponent is 2i/d_model, i the index of the sin/cos pair.",
+            ("position.py", "torch.arange(0, d_model, 2, dtype=torch.float64) * (",
+             "torch.arange(0, d_model, 2, dtype=torch.float64) / 2 * (")),
     pitfall("positions_start_at_1", "position",
-       "The positions start at 1: the first token is position 0 (its encoding is 0, 1, 0, 1, ...).",
-       ("position.py", "torch.arange(max_len, dtype=torch.float64)",
-        "torch.arange(1, max_len + 1, dtype=torch.float64)")),
+            "The positions start at 1: the first token is position 0 (its encoding is 0, 1, 0, 1, ...).",
+            ("position.py", "torch.arange(max_len, dtype=torch.float64)",
+             "torch.arange(1, max_len + 1, dtype=torch.float64)")),
     pitfall("sin_cos_halves_not_interleaved", "position",
-       "The encoding puts all sines in the first half and all cosines in the second: they alternate, "
-       "sin at even features, cos at odd ones.",
-       ("position.py", "pe[:, 0::2] = torch.sin(position * div_term)",
-        "pe[:, : (d_model + 1) // 2] = torch.sin(position * div_term)"),
-       ("position.py", "pe[:, 1::2] = torch.cos(position * div_term[: d_model // 2])",
-        "pe[:, (d_model + 1) // 2 :] = torch.cos(position * div_term[: d_model // 2])")),
+            "The encoding puts all sines in the first half and all cosines in the second: they alternate, "
+            "sin at even features, cos at odd ones.",
+            ("position.py", "pe[:, 0::2] = torch.sin(position * div_term)",
+             "pe[:, : (d_model + 1) // 2] = torch.sin(position * div_term)"),
+            ("position.py", "pe[:, 1::2] = torch.cos(position * div_term[: d_model // 2])",
+             "pe[:, (d_model + 1) // 2 :] = torch.cos(position * div_term[: d_model // 2])")),
 )
 
 

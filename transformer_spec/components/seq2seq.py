@@ -1,4 +1,8 @@
-"""Component 'seq2seq'. The encoder-decoder model: source padding, causal target mask, cross-attention."""
+"""The 'seq2seq' component. The encoder-decoder model: source padding, causal target mask, cross-
+attention.
+
+Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
+(see transformer_spec/registry.py)."""
 
 from __future__ import annotations
 
@@ -16,26 +20,26 @@ NAMES = (
 
 PITFALLS = (
     pitfall("seq2seq_no_source_padding_mask", "seq2seq",
-       "Seq2SeqTransformer never blocks the source padding (pad_id): padded tokens leak into the "
-       "encoder and the cross-attention.",
-       ("seq2seq.py", "src_mask = padding_mask(src, self.pad_id)", "src_mask = None")),
+            "Seq2SeqTransformer never blocks the source padding (pad_id): padded tokens leak into the "
+            "encoder and the cross-attention.",
+            ("seq2seq.py", "src_mask = padding_mask(src, self.pad_id)", "src_mask = None")),
     pitfall("seq2seq_no_causal_target_mask", "seq2seq",
-       "Seq2SeqTransformer's target self-attention is not causal: each target token sees the future.",
-       ("seq2seq.py", "tgt_mask = causal_mask(tgt.size(1), device=tgt.device)", "tgt_mask = None")),
+            "Seq2SeqTransformer's target self-attention is not causal: each target token sees the future.",
+            ("seq2seq.py", "tgt_mask = causal_mask(tgt.size(1), device=tgt.device)", "tgt_mask = None")),
     pitfall("seq2seq_cross_attention_unmasked", "seq2seq",
-       "Seq2SeqTransformer's cross-attention does not block the source padding (memory_mask).",
-       ("seq2seq.py", "x, _, _ = block(x, memory, tgt_mask, src_mask)", "x, _, _ = block(x, memory, tgt_mask, None)")),
+            "Seq2SeqTransformer's cross-attention does not block the source padding (memory_mask).",
+            ("seq2seq.py", "x, _, _ = block(x, memory, tgt_mask, src_mask)", "x, _, _ = block(x, memory, tgt_mask, None)")),
     pitfall("seq2seq_encoder_unmasked", "seq2seq",
-       "Seq2SeqTransformer's encoder self-attention does not block the source padding.",
-       ("seq2seq.py", "memory, _ = block(memory, src_mask)", "memory, _ = block(memory, None)")),
+            "Seq2SeqTransformer's encoder self-attention does not block the source padding.",
+            ("seq2seq.py", "memory, _ = block(memory, src_mask)", "memory, _ = block(memory, None)")),
     pitfall("source_padding_from_lengths", "seq2seq",
-       "Seq2SeqTransformer blocks the last n source positions, n the number of pads (a mask from lengths): "
-       "a pad between real tokens is attended and the real tokens after it are blocked. Block by token, "
-       "src == pad_id (padding_mask, seed 001 section 8.1).",
-       ("seq2seq.py", "import torch.nn as nn\n", "import torch\nimport torch.nn as nn\n"),
-       ("seq2seq.py", "src_mask = padding_mask(src, self.pad_id)  # (B, 1, 1, Ls): padded source keys blocked",
-        "lengths = (src != self.pad_id).sum(1)  # real tokens per row, as if every pad were at the end\n"
-        "        src_mask = (torch.arange(src.size(1), device=src.device)[None, :] >= lengths[:, None])[:, None, None, :]")),
+            "Seq2SeqTransformer blocks the last n source positions, n the number of pads (a mask from lengths): "
+            "a pad between real tokens is attended and the real tokens after it are blocked. Block by token, "
+            "src == pad_id (padding_mask, seed 001 section 8.1).",
+            ("seq2seq.py", "import torch.nn as nn\n", "import torch\nimport torch.nn as nn\n"),
+            ("seq2seq.py", "src_mask = padding_mask(src, self.pad_id)  # (B, 1, 1, Ls): padded source keys blocked",
+             "lengths = (src != self.pad_id).sum(1)  # real tokens per row, as if every pad were at the end\n"
+             "        src_mask = (torch.arange(src.size(1), device=src.device)[None, :] >= lengths[:, None])[:, None, None, :]")),
 )
 
 
@@ -73,7 +77,10 @@ def behaviour(impl, f: bp.Features) -> None:
 
 
 COMPONENT = Component(
-    "seq2seq", label="s2s", points=8, order=10, depends_on=('masks', 'encoder', 'decoder', 'position'),
+    "seq2seq", label="s2s", points=8, order=10, depends_on=("masks", "encoder", "decoder", "position"),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour,
-    why_no_rechecks=("the contract leaves the embedding, final-norm and output-projection names free, so known weights cannot be set"),
+    why_no_rechecks=(
+        "the contract leaves the embedding, final-norm and output-projection names free, so known "
+        "weights cannot be set"
+    ),
 )
