@@ -3,6 +3,7 @@
     python -m tools.grade SUBMISSIONS_DIR --out OUT_DIR [--jobs N] [--resume] [--shard K/N]
                           [--rubric FILE] [--coverage] [--tests PATH ...] [limits]
     python -m tools.grade merge OUT_DIR [OUT_DIR ...] --out MERGED_DIR
+    python -m tools.grade single SUBMISSION --results-json FILE [settings as above]
 
 ``SUBMISSIONS_DIR`` holds one entry per student: ``alice.py``, a package folder ``bob/``
 (with ``__init__.py``), or a folder ``carol/`` holding one package or one ``.py`` file. The
@@ -38,9 +39,10 @@ from .cli import build_merge_parser, build_parser, main
 from .feedback import feedback_md, results_json
 from .record import Record
 from .settings import GradeError, Limits, Settings
+from .single import grade_single
 from .submissions import discover, shard_of
 
 __all__ = [
     "GradeError", "Limits", "Record", "Settings", "atomic_write", "build_merge_parser", "build_parser",
-    "discover", "feedback_md", "format_points", "grade_class", "main", "merge", "results_json", "shard_of",
+    "discover", "feedback_md", "format_points", "grade_class", "grade_single", "main", "merge", "results_json", "shard_of",
 ]

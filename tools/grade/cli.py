@@ -1,5 +1,6 @@
-"""The command line: ``python -m tools.grade SUBMISSIONS_DIR --out OUT_DIR ...`` and
-``python -m tools.grade merge OUT_DIR ... --out MERGED_DIR``."""
+"""The command line: ``python -m tools.grade SUBMISSIONS_DIR --out OUT_DIR ...``,
+``python -m tools.grade merge OUT_DIR ... --out MERGED_DIR`` and
+``python -m tools.grade single SUBMISSION --results-json FILE``."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+from transformer_spec.results_file import format_points
+
 from .batch import grade_class, merge
 from .settings import DEFAULT_TESTS, REPO, SUITE, GradeError, Limits, Settings
+from .single import grade_single
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -22,20 +26,12 @@ def _shard(text: str) -> tuple[int, int]:
     return k, n
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m tools.grade",
-        description="Grade a folder of submissions (one per student), each in its own process; "
-                    "`python -m tools.grade merge OUT_DIR... --out DIR` combines shards.")
-    p.add_argument("submissions", type=Path, help="folder with one .py file, package folder or folder per student")
-    p.add_argument("--out", type=Path, required=True, help="output folder (gradebook.csv, students/<id>/...)")
-    p.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: the number of cores)")
-    p.add_argument("--resume", action="store_true", help="continue an interrupted grading in --out; finished "
-                                                         "students are not graded again")
-    p.add_argument("--shard", type=_shard, default=(1, 1), metavar="K/N",
-                   help="grade only the K-th of N deterministic slices of the class (1 <= K <= N)")
+def add_settings_arguments(p: argparse.ArgumentParser, coverage: bool = True) -> None:
+    """What a grading is run with (the class grader and the single grader share them)."""
     p.add_argument("--rubric", type=Path, default=None, help="rubric TOML (default transformer_spec/rubric.toml)")
-    p.add_argument("--coverage", action="store_true", help="HTML coverage of each submission in students/<id>/coverage/")
+    if coverage:
+        p.add_argument("--coverage", action="store_true",
+                       help="HTML coverage of each submission in students/<id>/coverage/")
     p.add_argument("--tests", nargs="+", default=list(DEFAULT_TESTS), metavar="PATH",
                    help="test files or folders of the suite to grade with (default: spec_tests properties)")
     p.add_argument("--time-limit", type=float, default=420.0, help="per submission: start no new test after "
@@ -48,6 +44,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-output-mb", type=float, default=20.0, help="output a submission may print (default 20)")
     p.add_argument("--no-rechecks", action="store_true", help="trust the child's report (no hidden re-check)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m tools.grade",
+        description="Grade a folder of submissions (one per student), each in its own process; "
+                    "`python -m tools.grade merge OUT_DIR... --out DIR` combines shards; "
+                    "`python -m tools.grade single SUBMISSION --results-json FILE` grades one.")
+    p.add_argument("submissions", type=Path, help="folder with one .py file, package folder or folder per student")
+    p.add_argument("--out", type=Path, required=True, help="output folder (gradebook.csv, students/<id>/...)")
+    p.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: the number of cores)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted grading in --out; finished "
+                                                         "students are not graded again")
+    p.add_argument("--shard", type=_shard, default=(1, 1), metavar="K/N",
+                   help="grade only the K-th of N deterministic slices of the class (1 <= K <= N)")
+    add_settings_arguments(p)
+    return p
+
+
+def build_single_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m tools.grade single",
+        description="Grade one submission as the class grader grades a student (its own process, limits, "
+                    "hidden re-checks) and write Gradescope's results.json.")
+    p.add_argument("submission", type=Path, help="the submission: a .py file, a package folder, or a folder holding one")
+    p.add_argument("--results-json", type=Path, required=True, metavar="FILE", help="where to write results.json")
+    add_settings_arguments(p, coverage=False)
     return p
 
 
@@ -59,6 +82,25 @@ def build_merge_parser() -> argparse.ArgumentParser:
     return p
 
 
+def settings_of(args: argparse.Namespace) -> Settings:
+    """The settings the arguments ask for; a bad rubric or test path is a GradeError saying which."""
+    rubric = None
+    if args.rubric is not None:
+        from transformer_spec import rubric as rubrics
+
+        try:
+            rubrics.load_rubric(args.rubric)
+        except rubrics.RubricError as exc:
+            raise GradeError(str(exc)) from None
+        rubric = args.rubric.read_text()
+    for t in args.tests:
+        if not (REPO / t).exists() or not any(t == s or t.startswith(s + "/") for s in SUITE):
+            raise GradeError(f"--tests {t}: not a file or folder of the suite (paths relative to {REPO}, "
+                             "under spec_tests/ or properties/)")
+    limits = Limits(args.time_limit, args.test_timeout, args.wall, args.memory_mb, args.threads, args.max_output_mb)
+    return Settings(list(args.tests), rubric, limits, getattr(args, "coverage", False), not args.no_rechecks)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -67,22 +109,16 @@ def main(argv: list[str] | None = None) -> int:
             records = merge(args.outs, args.out)
             print(f"merged {len(records)} students into {args.out / 'gradebook.csv'}")
             return 0
+        if argv[:1] == ["single"]:
+            args = build_single_parser().parse_args(argv[1:])
+            record = grade_single(args.submission, args.results_json, settings_of(args),
+                                  progress=not args.no_progress)
+            print(f"{record.student}: {record.status}, {format_points(record.total)} / "
+                  f"{format_points(record.possible)}" + (f" ({record.detail})" if record.detail else ""))
+            print(f"results.json: {args.results_json}")
+            return 0
         args = build_parser().parse_args(argv)
-        rubric = None
-        if args.rubric is not None:
-            from transformer_spec import rubric as rubrics
-
-            try:
-                rubrics.load_rubric(args.rubric)
-            except rubrics.RubricError as exc:
-                raise GradeError(str(exc)) from None
-            rubric = args.rubric.read_text()
-        for t in args.tests:
-            if not (REPO / t).exists() or not any(t == s or t.startswith(s + "/") for s in SUITE):
-                raise GradeError(f"--tests {t}: not a file or folder of the suite (paths relative to {REPO}, "
-                                 "under spec_tests/ or properties/)")
-        limits = Limits(args.time_limit, args.test_timeout, args.wall, args.memory_mb, args.threads, args.max_output_mb)
-        settings = Settings(list(args.tests), rubric, limits, args.coverage, not args.no_rechecks)
+        settings = settings_of(args)
         start = time.monotonic()
         records = grade_class(args.submissions, args.out, settings, jobs=args.jobs, resume=args.resume,
                               shard=args.shard, progress=not args.no_progress)
