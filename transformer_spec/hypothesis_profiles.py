@@ -9,7 +9,7 @@ choice does not depend on the order in which plugins are configured.
 * ``dev`` (the default, also under CI): few examples per property, so ``properties/`` stays
   fast; random examples, failures remembered in the local ``.hypothesis/`` database and replayed
   first on the next run.
-* ``grading``: derandomised (every submission sees the same examples, a re-run gives the same
+* ``grading``: derandomised (a re-run gives the same examples and the same
   result) and without an example database, so nothing from earlier runs leaks into a grade.
   Same number of examples as ``dev``; no ``explain`` phase (its output depends on timing).
 * ``thorough``: many more examples (500 per property, over twelve times ``dev``), for checking

@@ -32,7 +32,9 @@ import hashlib
 import hmac
 import json
 import os
+import queue
 import struct
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -42,16 +44,20 @@ MAGIC = b"TSR1"
 KEY_BYTES = 32
 _HEADER = struct.Struct(">4sIQ")  # magic, payload length, sequence number
 _MAC_BYTES = 32
-MAX_FRAME = 64 * 1024 * 1024
+MAX_FRAME = 16 * 1024 * 1024  # a whole report of the suite is ~3 MB at most
 
 
 def _mac(key: bytes, seq: int, payload: bytes) -> bytes:
     return hmac.new(key, struct.pack(">Q", seq) + payload, hashlib.sha256).digest()
 
 
-def encode_frame(key: bytes, seq: int, obj) -> bytes:
-    payload = json.dumps(obj, separators=(",", ":")).encode()
+def _frame(key: bytes, seq: int, payload: bytes) -> bytes:
     return _HEADER.pack(MAGIC, len(payload), seq) + payload + _mac(key, seq, payload)
+
+
+def encode_frame(key: bytes, seq: int, obj) -> bytes:
+    """One frame: ``MAGIC | length | seq | payload | HMAC``."""
+    return _frame(key, seq, json.dumps(obj, separators=(",", ":")).encode())
 
 
 class Reader:
@@ -101,23 +107,55 @@ class Reader:
 
 
 class ChildChannel:
-    """Child side: sends authenticated frames to the parent."""
+    """Child side: sends authenticated frames to the parent.
+
+    A writer thread writes the frames, in order, each one whole: Python runs signal handlers in
+    the main thread only, so a handler that raises there (pytest-timeout's per-test alarm,
+    Ctrl-C) cannot cut a frame in the middle of a pipe that the parent, paused, has let fill up.
+    """
 
     def __init__(self, key: bytes, fd: int, extra: dict):
         self._key = key
         self._fd = fd
-        self._seq = 0
         self.extra = extra
+        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._latest: bytes | None = None  # the newest snapshot not written yet (send(..., latest_only=True))
+        self._lock = threading.Lock()
+        self._writer = threading.Thread(target=self._write_frames, name="transformer-spec-report", daemon=True)
+        self._writer.start()
 
-    def send(self, obj) -> None:
-        data = encode_frame(self._key, self._seq, obj)
-        self._seq += 1
-        view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+    def send(self, obj, latest_only: bool = False) -> None:
+        """Queue one message (the writer thread writes its frame). ``latest_only``: ``obj`` is a
+        whole snapshot that replaces an earlier one still waiting, so a parent that reads slowly
+        never makes the queue grow."""
+        payload = json.dumps(obj, separators=(",", ":")).encode()
+        if latest_only:
+            with self._lock:
+                self._latest = payload
+            self._queue.put(b"")  # the writer takes the newest snapshot when it gets here
+        else:
+            self._queue.put(payload)
+
+    def _write_frames(self) -> None:
+        seq = 0
+        while (payload := self._queue.get()) is not None:
+            if not payload:
+                with self._lock:
+                    payload, self._latest = self._latest, None
+                if payload is None:
+                    continue  # already written by an earlier marker
+            view = memoryview(_frame(self._key, seq, payload))
+            try:
+                while view:
+                    view = view[os.write(self._fd, view):]
+            except OSError:  # the parent is gone or closed the pipe: nothing to report to
+                return
+            seq += 1
 
     def close(self) -> None:
+        """Write what is queued, then close the pipe."""
+        self._queue.put(None)
+        self._writer.join()
         try:
             os.close(self._fd)
         except OSError:
@@ -165,10 +203,7 @@ class _Reporter:
         self.channel = channel
 
     def pytest_transformer_spec_report(self, config, report: dict) -> None:
-        try:
-            self.channel.send(report)
-        except OSError:  # the parent is gone or closed the pipe: nothing to report to
-            pass
+        self.channel.send(report, latest_only=True)  # each report is a whole snapshot of the run
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config) -> None:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_spec import isolation
+from transformer_spec import isolation, outcomes
 
 from .settings import LOG_KEEP, GradeError, Limits
 
@@ -48,6 +48,14 @@ class ChildRun:
     head: bytes = b""
     tail: bytes = b""
     seconds: float = 0.0
+
+    def add(self, messages) -> None:
+        """Keep every message, except that a newer run report replaces the one before (each is a
+        whole snapshot of the run: the parent holds one, however often the child reports)."""
+        for m in messages:
+            if m.get("kind") == outcomes.REPORT:
+                self.messages = [old for old in self.messages if old.get("kind") != outcomes.REPORT]
+            self.messages.append(m)
 
     def log(self) -> str:
         text = self.head.decode(errors="replace")
@@ -139,7 +147,7 @@ def run_child(cmd: list[str], *, cwd: Path, env: dict, limits: Limits, extra: di
                         reader.finish()
                     continue
                 if sk.data == "report":
-                    run.messages.extend(reader.feed(data))
+                    run.add(reader.feed(data))
                     if reader.forged:
                         run.forged = reader.forged
                         sel.unregister(sk.fd)
