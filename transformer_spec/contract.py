@@ -20,9 +20,17 @@ def names() -> tuple[Name, ...]:
     return tuple(n for c in registry.components() for n in c.names)
 
 
+_BY_NAME: dict[tuple, dict[str, Name]] = {}
+
+
 def by_name() -> dict[str, Name]:
-    """``{name: Name}``; ``"MiniGPT.generate"`` is the method of ``MiniGPT``."""
-    return {n.name: n for n in names()}
+    """``{name: Name}``; ``"MiniGPT.generate"`` is the method of ``MiniGPT`` (one table per set of
+    components: it is looked up on every use of a submission's name)."""
+    key = tuple(id(c) for c in registry.components())
+    if key not in _BY_NAME:
+        _BY_NAME.clear()
+        _BY_NAME[key] = {n.name: n for n in names()}
+    return _BY_NAME[key]
 
 
 def top_level() -> tuple[str, ...]:

@@ -355,12 +355,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 # The end: diagnosis, results.json, the terminal's table
 # --------------------------------------------------------------------------------------------
 def _publish(config: pytest.Config, run: GradingRun, final: bool, write: bool = True) -> None:
-    """Settle the outcomes, tell the report hook, and (with --grade-json, when ``write``)
-    rewrite the file."""
-    end = run.settle(config)
-    report = outcomes.child_report(run.results.values(), end, final=final, diagnoses=run.diagnoses)
-    config.hook.pytest_transformer_spec_report(config=config, report=report)
-    if run.grade_json is not None and write:
+    """Settle, tell the report hook, and rewrite --grade-json's file (``write``): only what is read."""
+    listening, writing = config.hook.pytest_transformer_spec_report.get_hookimpls(), run.grade_json and write
+    end = run.settle(config) if listening or writing else None
+    if listening:
+        report = outcomes.child_report(run.results.values(), end, final=final, diagnoses=run.diagnoses)
+        config.hook.pytest_transformer_spec_report(config=config, report=report)
+    if writing:
         results_file.write(run.grade_json, run_report.results_json(config, run, final))
         run.last_write = time.monotonic()
 
@@ -378,6 +379,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         _publish(session.config, run, final=True)
         sub = under_test(session.config).imported
         if not run.interrupted and sub is not None:
+            run.settle(session.config)  # the diagnosis reads the settled kinds, file or not
             run.diagnoses = diagnose.annotate(sub, run.results.values())
             if run.diagnoses:
                 _publish(session.config, run, final=True)

@@ -80,6 +80,7 @@ class Component:
 
 _BUILT_IN: dict[str, Component] = {}
 _EXTRA: dict[str, Component] = {}
+_ORDERED: list[tuple[Component, ...]] = []  # components() as last computed (cleared when _EXTRA changes)
 
 
 def _discover() -> None:
@@ -99,9 +100,11 @@ def _discover() -> None:
 
 
 def components() -> tuple[Component, ...]:
-    """Every component, in report order."""
-    _discover()
-    return tuple(sorted({**_BUILT_IN, **_EXTRA}.values(), key=lambda c: (c.order, c.name)))
+    """Every component, in report order (computed once; again after :func:`registered`)."""
+    if not _ORDERED:
+        _discover()
+        _ORDERED.append(tuple(sorted({**_BUILT_IN, **_EXTRA}.values(), key=lambda c: (c.order, c.name))))
+    return _ORDERED[0]
 
 
 def names() -> tuple[str, ...]:
@@ -179,7 +182,9 @@ def registered(component: Component) -> Iterator[Component]:
     if component.name in _BUILT_IN or component.name in _EXTRA:
         raise ValueError(f"component {component.name!r} is already registered")
     _EXTRA[component.name] = component
+    _ORDERED.clear()
     try:
         yield component
     finally:
         _EXTRA.pop(component.name, None)
+        _ORDERED.clear()
