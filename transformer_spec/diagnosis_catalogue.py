@@ -5,6 +5,10 @@ run through the behaviour probes (:mod:`transformer_spec.behaviour`); a pitfall'
 the set of features where it differs from the reference (:func:`evidence`). Computing them
 takes a while, so the table is cached in the temp folder (``$TRANSFORMER_SPEC_CACHE``), keyed by
 the sources of ``reference/``, the components and the probes.
+
+A sandboxed grading child sees neither ``reference/`` nor a writable cache: the class grader
+computes the whole table first (:func:`write_table`) and names the file in
+``$TRANSFORMER_SPEC_DIAGNOSIS_TABLE``, which is then read and never recomputed.
 """
 
 from __future__ import annotations
@@ -49,9 +53,22 @@ def candidates(comp: str) -> list[Pitfall]:
     return [p for p in registry.pitfalls() if comp in registry.affected_by(p.component)]
 
 
+TABLE_VAR = "TRANSFORMER_SPEC_DIAGNOSIS_TABLE"
+
+
+def write_table(path: Path) -> Path:
+    """The whole table (every component) into ``path``, for children that cannot compute it."""
+    table = catalogue_features(registry.names())
+    torch.save(table, path)
+    return path
+
+
 def catalogue_features(components: Iterable[str]) -> dict[str, dict[str, Features]]:
     """``{pitfall name or "reference": {component: features}}`` for ``components``, for the
     pitfalls that can show there (:func:`candidates`); computed once, cached on disk."""
+    given = os.environ.get(TABLE_VAR)
+    if given:
+        return torch.load(given, weights_only=True)
     key = _cache_key()
     path = _cache_path()
     table = _MEMO.get(key)

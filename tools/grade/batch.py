@@ -11,9 +11,10 @@ import tempfile
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from transformer_spec import recheck, registry
+from transformer_spec import diagnosis_catalogue, recheck, registry
 from transformer_spec.results_file import format_points
 
+from . import sandbox
 from .children import kill_all, stop_new_children
 from .decision import empty_record, grade_entry
 from .output import Output, remove_temp_files
@@ -55,10 +56,14 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
         _remove_old_tmp_roots(state)
     out.mkdir(parents=True, exist_ok=True)
     output.write(state / "config.json", json.dumps(config, indent=1, sort_keys=True) + "\n")
+    box = sandbox.choose(settings.sandbox)
     tmp_root = Path(tempfile.mkdtemp(prefix="transformer-spec-grade-"))
+    os.chmod(tmp_root, 0o711)  # children of the uid tier pass through to their own folder, list nothing
     output.write(state / f"tmp-root-{os.getpid()}.txt", str(tmp_root))
     try:
-        ctx = Context(settings, suite, tmp_root, rubric=settings.rubric_object(), seed=secrets.randbelow(2**31 - 1000))
+        ctx = Context(settings, suite, tmp_root, rubric=settings.rubric_object(), seed=secrets.randbelow(2**31 - 1000),
+                      sandbox=box)
+        ctx.diagnosis_table = diagnosis_catalogue.write_table(tmp_root / "diagnosis.pt")
         collect_skeleton(ctx)
         if settings.rechecks:
             ctx.expected = recheck.expected_outputs(ctx.seed)

@@ -15,26 +15,46 @@ from pathlib import Path
 
 from transformer_spec import isolation, outcomes
 
+from .sandbox import Jail
 from .settings import LOG_KEEP, GradeError, Limits
 
-# Runs first in every child: limits, then exec. resource limits and the parent-death signal are
-# set here (not in a preexec_fn, which is unsafe in the parent's threads).
+# Runs first in every child (inside bubblewrap in the bwrap tiers): limits, the child's own uid,
+# no-new-privileges, then exec. Set here, not in a preexec_fn (unsafe in the parent's threads).
 LAUNCHER = """\
 import ctypes, os, resource, signal, sys
-mem, fsize, parent = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+tier, uid, mem, fsize, parent, nproc = sys.argv[1], *(int(a) for a in sys.argv[2:7])
+libc = ctypes.CDLL(None, use_errno=True)
 if mem > 0:
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
 if fsize > 0:
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-try:
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-except Exception:
-    pass
-if os.getppid() != parent:
-    os._exit(70)
-os.execv(sys.argv[4], sys.argv[4:])
+if not tier.startswith("bwrap"):  # bubblewrap's --die-with-parent does this in its tiers
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(70)
+if uid >= 0:
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+    if os.getuid() != uid or os.geteuid() != uid:
+        os._exit(71)
+    libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: /proc/self is the uid's again (for the uid map)
+libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+if tier == "bwrap" and libc.unshare(0x10000000) == 0:  # a user namespace of its own
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{uid} {uid} 1")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
+os.execv(sys.argv[7], sys.argv[7:])
 """
+
+
+def launcher_args(tier: str, uid: int | None, mem: int, fsize: int, parent: int) -> list[str]:
+    """LAUNCHER's arguments before the command."""
+    from .sandbox import NPROC
+
+    return [tier, str(-1 if uid is None else uid), str(mem), str(fsize), str(parent), str(NPROC)]
 
 
 @dataclass
@@ -92,14 +112,19 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def run_child(cmd: list[str], *, cwd: Path, env: dict, limits: Limits, extra: dict, wall: float) -> ChildRun:
-    """Run ``cmd`` under the limits with a fresh report channel; collect its verified messages."""
+def run_child(cmd: list[str], *, cwd: Path, env: dict, limits: Limits, extra: dict, wall: float,
+              jail: Jail | None = None) -> ChildRun:
+    """Run ``cmd`` under the limits with a fresh report channel, in ``jail`` (None: the grader's
+    own trusted runs, e.g. collecting the suite on the reference); collect its verified messages."""
     key = secrets.token_bytes(isolation.KEY_BYTES)
     rep_r, key_r, rep_w, channel = isolation.make_pipes(key, extra)
     env = dict(env, **{isolation.ENV_VAR: channel})
     mem = int(limits.memory_mb) * 2**20 if limits.memory_mb else 0
     fsize = 512 * 2**20
-    full = [sys.executable, "-I", "-c", LAUNCHER, str(mem), str(fsize), str(os.getpid()), *cmd]
+    tier = jail.sandbox.tier if jail is not None else "none"
+    launcher = [sys.executable, "-I", "-c", LAUNCHER,
+                *launcher_args(tier, jail.uid if jail is not None else None, mem, fsize, os.getpid()), *cmd]
+    full = jail.wrap(launcher, cwd) if jail is not None else launcher
     run = ChildRun()
     reader = isolation.Reader(key)
     start = time.monotonic()
@@ -167,6 +192,8 @@ def run_child(cmd: list[str], *, cwd: Path, env: dict, limits: Limits, extra: di
             _LIVE.discard(proc)
         proc.stdout.close()
         os.close(rep_r)
+        if jail is not None:
+            jail.reap()  # whatever escaped the process group (a new session, a double fork)
     run.returncode = proc.returncode
     run.seconds = time.monotonic() - start
     return run
@@ -176,5 +203,5 @@ def child_env(work: Path, threads: int) -> dict:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(work), "TMPDIR": str(work / "tmp"),
            "LANG": "C.UTF-8", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "MPLBACKEND": "Agg",
            "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "PYTHONHASHSEED": "0",
-           "PYTHONDONTWRITEBYTECODE": "1"}
+           "PYTHONDONTWRITEBYTECODE": "1", "USER": "student", "LOGNAME": "student"}
     return env

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from transformer_spec.results_file import format_points
 
+from . import sandbox
 from .batch import grade_class, merge
 from .settings import DEFAULT_TESTS, REPO, SUITE, GradeError, Limits, Settings
 from .single import grade_single
@@ -43,6 +44,11 @@ def add_settings_arguments(p: argparse.ArgumentParser, coverage: bool = True) ->
     p.add_argument("--threads", type=int, default=1, help="torch threads per submission (default 1)")
     p.add_argument("--max-output-mb", type=float, default=20.0, help="output a submission may print (default 20)")
     p.add_argument("--no-rechecks", action="store_true", help="trust the child's report (no hidden re-check)")
+    p.add_argument("--sandbox", choices=("auto", *sandbox.TIERS[:-1]), default="auto",
+                   help="how each child is confined (default auto: the strongest tier that works here; "
+                        "see docs/class_grading.md)")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="run submissions unconfined, as you (only for code you trust)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -98,7 +104,14 @@ def settings_of(args: argparse.Namespace) -> Settings:
             raise GradeError(f"--tests {t}: not a file or folder of the suite (paths relative to {REPO}, "
                              "under spec_tests/ or properties/)")
     limits = Limits(args.time_limit, args.test_timeout, args.wall, args.memory_mb, args.threads, args.max_output_mb)
-    return Settings(list(args.tests), rubric, limits, getattr(args, "coverage", False), not args.no_rechecks)
+    return Settings(list(args.tests), rubric, limits, getattr(args, "coverage", False), not args.no_rechecks,
+                    "none" if args.no_sandbox else args.sandbox)
+
+
+def sandbox_line(settings: Settings) -> str:
+    """The tier the children ran in (and what --no-sandbox loses), for the summary."""
+    box = sandbox.choose(settings.sandbox)
+    return box.describe() if box.tier != "none" else sandbox.WHAT_NONE_LOSES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,11 +124,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if argv[:1] == ["single"]:
             args = build_single_parser().parse_args(argv[1:])
-            record = grade_single(args.submission, args.results_json, settings_of(args),
-                                  progress=not args.no_progress)
+            settings = settings_of(args)
+            record = grade_single(args.submission, args.results_json, settings, progress=not args.no_progress)
             print(f"{record.student}: {record.status}, {format_points(record.total)} / "
                   f"{format_points(record.possible)}" + (f" ({record.detail})" if record.detail else ""))
             print(f"results.json: {args.results_json}")
+            print(sandbox_line(settings))
             return 0
         args = build_parser().parse_args(argv)
         settings = settings_of(args)
@@ -132,4 +146,5 @@ def main(argv: list[str] | None = None) -> int:
     print(f"graded {len(records)} submissions in {minutes:.1f} min: "
           + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     print(f"gradebook: {args.out / 'gradebook.csv'}")
+    print(sandbox_line(settings))
     return 0

@@ -13,7 +13,8 @@ from transformer_spec import outcomes, recheck, registry
 from transformer_spec.outcomes import Kind
 from transformer_spec.results_file import nodeid_of
 
-from .children import ChildRun, child_env, run_child
+from .children import ChildRun, run_child
+from .sandbox import Jail
 from .record import Record, first_line
 from .settings import MAX_COVERAGE_BYTES, MAX_TEST_OUTPUT, GradeError
 from .submissions import Entry, copy_submission, submission_hash
@@ -33,13 +34,16 @@ def grade_entry(entry: Entry, ctx: Context) -> tuple[Record, ChildRun | None, Pa
             return empty_record(entry, ctx, "no-submission", f"cannot copy the submission: {exc}", subhash), None, None
         lim = ctx.settings.limits
         work = sandbox / "work"
-        run = run_child(pytest_cmd(ctx, sandbox, str(target)), cwd=work, env=child_env(work, lim.threads),
-                        limits=lim, extra={}, wall=lim.wall_seconds)
-        record = decide(entry, ctx, run, subhash, target, sandbox)
+        covdir = (sandbox / "coverage-out",) if ctx.settings.coverage else ()
+        with ctx.sandbox.jail() as jail:
+            view = ctx.view(sandbox, work, sandbox / "suite", sandbox / "sub", writable=covdir)
+            run = run_child(pytest_cmd(ctx, sandbox, str(target)), cwd=work, env=ctx.env(work),
+                            limits=lim, extra={}, wall=lim.wall_seconds, jail=jail.seeing(view))
+            record = decide(entry, ctx, run, subhash, target, sandbox, jail)
         cov = None
-        if ctx.settings.coverage and (work / "htmlcov").is_dir():
+        if covdir and (covdir[0] / "htmlcov").is_dir():
             cov = sandbox / "coverage"
-            _copy_capped(work / "htmlcov", cov)
+            _copy_capped(covdir[0] / "htmlcov", cov)
         return record, run, cov
     finally:
         if not ctx.settings.coverage:
@@ -74,10 +78,10 @@ def _finish(entry: Entry, ctx: Context, status: str, detail: str, subhash: str, 
     total = sum(t["score"] for t in tests)
     where = str(entry.target or entry.copy_root or entry.student)
     return Record(entry.student, status, round(total, 2), round(possible, 2), {c: round(v, 2) for c, v in comps.items()},
-                  detail, where, subhash, tests, tampered, dict(diagnoses or {}))
+                  detail, where, subhash, tests, tampered, dict(diagnoses or {}), ctx.sandbox.tier)
 
 
-def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path, sandbox: Path) -> Record:
+def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path, sandbox: Path, jail: Jail) -> Record:
     """The grade, from the verified report, the parent's list of tests and the hidden re-checks."""
     if run.forged:
         return empty_record(entry, ctx, "tampering", f"the grading child sent {run.forged}", subhash)
@@ -115,7 +119,7 @@ def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path
         tests.append(dict(t, score=t["max_score"] if passed else 0.0, status="passed" if passed else "failed",
                           output="" if passed else output, kind=kind.value))
     # Every claimed anchor is re-checked outside the child.
-    tampered = run_rechecks(ctx, target, sandbox, {nodeid_of(t) for t in tests if t["status"] == "passed"})
+    tampered = run_rechecks(ctx, target, sandbox, {nodeid_of(t) for t in tests if t["status"] == "passed"}, jail)
     for t in tests:
         comp = t["tags"][0]
         if comp in tampered:
@@ -167,7 +171,7 @@ def status_of(run: ChildRun, report: outcomes.Report | None, tampered: dict[str,
     return "ok", ""
 
 
-def run_rechecks(ctx: Context, target: Path, sandbox: Path, passed_ids: set[str]) -> dict[str, str]:
+def run_rechecks(ctx: Context, target: Path, sandbox: Path, passed_ids: set[str], jail: Jail) -> dict[str, str]:
     """Components whose claimed passes the hidden re-checks contradict -> why."""
     if not ctx.settings.rechecks:
         return {}
@@ -178,7 +182,7 @@ def run_rechecks(ctx: Context, target: Path, sandbox: Path, passed_ids: set[str]
     work = sandbox / "recheck-work"
     (work / "tmp").mkdir(parents=True, exist_ok=True)
     run = run_child([sys.executable, "-I", "-m", "transformer_spec.recheck", "--impl", str(target)],
-                    cwd=work, env=child_env(work, lim.threads), limits=lim,
+                    cwd=work, env=ctx.env(work), limits=lim, jail=jail.seeing(ctx.view(sandbox, work, sandbox / "sub")),
                     extra={"seed": ctx.seed, "rechecks": [r.name for r in wanted], "threads": lim.threads,
                            "forbidden": list(ctx.rubric.forbidden), "seconds_each": min(30.0, lim.recheck_seconds)},
                     wall=lim.recheck_seconds)

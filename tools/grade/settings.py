@@ -43,6 +43,7 @@ class Settings:
     limits: Limits
     coverage: bool = False
     rechecks: bool = True  # the hidden re-check of claimed passes
+    sandbox: str = "auto"  # the tier asked for (tools/grade/sandbox.py); "none" is --no-sandbox
 
     def rubric_object(self):
         """The rubric, parsed (the default one when no text was given)."""

@@ -10,6 +10,7 @@ process that writes the file.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -33,7 +34,11 @@ def grade_single(submission: Path, results_json: Path, settings: Settings, progr
     with tempfile.TemporaryDirectory(prefix="transformer-spec-single-") as tmp:
         folder = Path(tmp) / "class"
         folder.mkdir()
-        (folder / submission.name).symlink_to(submission, target_is_directory=submission.is_dir())
+        if submission.is_dir():  # a copy, not a link: the class grader refuses links that leave a submission
+            shutil.copytree(submission, folder / submission.name, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(submission, folder / submission.name)
         records = grade_class(folder, Path(tmp) / "out", settings, jobs=1, progress=progress)
         record = records[student]
         data = json.loads((Path(tmp) / "out" / "students" / student / "results.json").read_text())

@@ -9,9 +9,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_spec import outcomes, results_file, rubric
+from transformer_spec import diagnosis_catalogue, outcomes, results_file, rubric
 
 from .children import child_env, run_child
+from .sandbox import Sandbox, View
 from .settings import REPO, SUITE, GradeError, Settings
 
 
@@ -47,6 +48,21 @@ class Context:
     skeleton: list[dict] = field(default_factory=list)  # results.json "tests" of a run that ran nothing
     seed: int = 0
     expected: dict = field(default_factory=dict)  # re-check name -> reference arrays
+    sandbox: Sandbox = field(default_factory=lambda: Sandbox("none"))
+    diagnosis_table: Path | None = None  # the catalogue's features, computed by the parent
+
+    def env(self, work: Path) -> dict:
+        """The environment of a child working in ``work``."""
+        env = child_env(work, self.settings.limits.threads)
+        if self.diagnosis_table is not None:
+            env[diagnosis_catalogue.TABLE_VAR] = str(self.diagnosis_table)
+        return env
+
+    def view(self, sandbox: Path, work: Path, *readonly: Path, writable: tuple[Path, ...] = ()) -> View:
+        """What a child of the student in ``sandbox`` sees: ``readonly``, the parent's shared files, ``work``."""
+        shared = (self.diagnosis_table,) if self.diagnosis_table is not None else ()
+        rubric_file = (sandbox / "rubric.toml",) if (sandbox / "rubric.toml").exists() else ()
+        return View(readonly=(*readonly, *rubric_file, *shared), work=work, writable=writable)
 
 
 def pytest_cmd(ctx: Context, sandbox: Path, impl: str, collect_only: bool = False) -> list[str]:
@@ -62,7 +78,7 @@ def pytest_cmd(ctx: Context, sandbox: Path, impl: str, collect_only: bool = Fals
     if s.rubric is not None:
         cmd += ["--rubric", str(sandbox / "rubric.toml")]
     if s.coverage and not collect_only:
-        cmd += ["-p", "pytest_cov.plugin", "--cov-submission", str(sandbox / "work" / "htmlcov")]
+        cmd += ["-p", "pytest_cov.plugin", "--cov-submission", str(sandbox / "coverage-out" / "htmlcov")]
     if collect_only:
         cmd.append("--collect-only")
     return cmd

@@ -1,0 +1,166 @@
+"""The sandbox of a grading child (``tools/grade/sandbox.py``), attacked from inside.
+
+Each test starts one child the way the class grader does (``children.run_child`` in a
+:class:`~tools.grade.sandbox.Jail`) with code that tries to get out, and checks from outside what
+it reached. The tiers this host cannot provide are run inside a container that gives them
+(:func:`in_container`): the ``uid`` tier on a host whose Python other uids can run, the
+``bwrap-user`` tier with the grader run as an ordinary user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tools.grade import sandbox
+from tools.grade.children import run_child
+from tools.grade.settings import REPO, Limits
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("bwrap") is None,
+                                reason="needs root and bubblewrap (apt-get install bubblewrap)")
+
+#: Tries everything a hostile submission would; prints what it got as one JSON line.
+ATTACK = textwrap.dedent('''
+    import json, os, socket, subprocess, sys
+    got = {"uid": os.getuid()}
+    def attempt(name, fn):
+        try:
+            got[name] = fn()
+        except Exception as exc:
+            got[name] = "refused: " + type(exc).__name__
+    parent = int(sys.argv[1])
+    attempt("read_reference", lambda: open(sys.argv[2] + "/reference/attention.py").read()[:10])
+    attempt("list_tools", lambda: os.listdir(sys.argv[2] + "/tools")[:3])
+    attempt("write_outside", lambda: open(sys.argv[3] + "/forged.txt", "w").write("x"))
+    attempt("write_readonly_copy", lambda: open(sys.argv[4] + "/x.py", "w").write("x"))
+    attempt("signal_parent", lambda: os.kill(parent, 0) or "signalled")
+    attempt("connect", lambda: socket.create_connection(("127.0.0.1", int(sys.argv[5])), timeout=2) and "connected")
+    attempt("fill_work", lambda: open("big", "wb").write(b"x" * (600 * 2**20)))
+    attempt("write_work", lambda: open("tmp/small", "w").write("ok"))
+    attempt("see_processes", lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit())[-1])
+    escapee = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    got["escapee"] = escapee.pid
+    print(json.dumps(got), flush=True)
+''')
+
+
+def _processes_of(uid: int) -> list[int]:
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if p.stat().st_uid == uid and (p / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    out.append(int(p.name))  # alive (a zombie killed already only waits for its parent)
+            except (OSError, IndexError):
+                pass
+    return out
+
+
+def run_attack(tier: str, tmp_path: Path) -> tuple[dict, int | None]:
+    box = sandbox.Sandbox(tier)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    copy = tmp_path / "sandbox" / "sub"
+    copy.mkdir(parents=True)
+    (copy / "mine.py").write_text("x = 1\n")
+    work = tmp_path / "sandbox" / "work"
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    try:
+        with box.jail() as jail:
+            view = sandbox.View(readonly=(copy,), work=work)
+            run = run_child([sys.executable, "-I", "-c", ATTACK, str(os.getpid()), str(REPO), str(outside), str(copy),
+                             str(port)], cwd=work, env={"PATH": os.environ["PATH"], "HOME": str(work)},
+                            limits=Limits(memory_mb=0), extra={}, wall=60, jail=jail.seeing(view))
+            uid = jail.uid
+            left = _processes_of(uid) if uid is not None else []
+    finally:
+        server.close()
+    lines = [line for line in run.log().splitlines() if line.startswith("{")]
+    assert lines, f"the child printed no result:\n{run.log()}"
+    assert not left, f"processes of the child's uid {uid} alive after it ended: {left}"
+    assert not (outside / "forged.txt").exists()
+    return json.loads(lines[-1]), uid
+
+
+def test_bwrap_tier_confines_the_child(tmp_path):
+    got, uid = run_attack("bwrap", tmp_path)
+    assert got["uid"] == uid and uid >= sandbox.UID_BASE, got
+    for name in ("read_reference", "list_tools", "write_outside", "write_readonly_copy", "signal_parent", "connect",
+                 "fill_work"):
+        assert str(got[name]).startswith("refused"), (name, got)
+    assert got["write_work"] == 2
+    assert got["see_processes"] < 20, "the child sees the host's processes (no PID namespace?)"
+
+
+def test_the_pool_gives_each_running_child_its_own_uid():
+    box = sandbox.Sandbox("bwrap")
+    with box.jail() as a, box.jail() as b:
+        assert a.uid != b.uid and {a.uid, b.uid} <= set(range(sandbox.UID_BASE, sandbox.UID_BASE + sandbox.UID_COUNT))
+
+
+def test_auto_picks_bwrap_here_and_refusal_says_how_to_install(monkeypatch):
+    assert sandbox.choose("auto").tier == "bwrap"
+    monkeypatch.setattr(sandbox, "_CHOSEN", {})
+    monkeypatch.setattr(sandbox, "probe", lambda tier: "not here")
+    with pytest.raises(sandbox.GradeError, match="apt-get install bubblewrap.*--no-sandbox"):
+        sandbox.choose("auto")
+    assert sandbox.choose("none").tier == "none"
+
+
+# --------------------------------------------------------------------------------------------
+# The other tiers, in a container that provides them
+# --------------------------------------------------------------------------------------------
+def in_container(args: list[str], scratch: Path, as_uid: int | None = None, **kw) -> subprocess.CompletedProcess:
+    """Run ``args`` (python code of this test) as root, or as ``as_uid``, in a mount namespace where
+    every folder on the way to Python is world-readable (as on a grading platform's image), with
+    ``scratch`` at ``/scratch``."""
+    box = ["bwrap", "--dev-bind", "/", "/", "--tmpfs", "/root", "--bind", str(scratch), "/scratch"]
+    for p in Path.home().iterdir():  # /root's contents, under a /root others may pass through
+        box += ["--bind", str(p), str(p)]
+    if as_uid is not None:
+        box += ["setpriv", f"--reuid={as_uid}", f"--regid={as_uid}", "--clear-groups"]
+    return subprocess.run([*box, *args], capture_output=True, text=True, timeout=300, **kw)
+
+
+CONTAINED = textwrap.dedent('''
+    import json, sys
+    from pathlib import Path
+    sys.path.insert(0, sys.argv[1])
+    from tests import test_sandbox
+    from tools.grade import sandbox
+    print("PROBE", sandbox.probe(sys.argv[2]))
+    got, uid = test_sandbox.run_attack(sys.argv[2], Path(sys.argv[3]))
+    print("RESULT", json.dumps({"got": got, "uid": uid}))
+''')
+
+
+@pytest.mark.parametrize("tier, as_uid", [("uid", None), ("bwrap-user", 61999)])
+def test_fallback_tiers_confine_the_child(tier, as_uid, tmp_path):
+    work = tmp_path / "t"
+    work.mkdir()
+    if as_uid is not None:
+        os.chown(work, as_uid, as_uid)
+    env = dict(os.environ, TRANSFORMER_SPEC_UID_BASE="61500")
+    done = in_container([sys.executable, "-I", "-c", CONTAINED, str(REPO), tier, "/scratch"], work, as_uid, env=env)
+    out = done.stdout + done.stderr
+    assert "PROBE None" in out, out[-3000:]
+    result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT"))[7:])
+    got = result["got"]
+    for name in ("write_outside", "write_readonly_copy", "signal_parent"):
+        assert str(got[name]).startswith("refused"), (name, got)
+    if tier == "uid":
+        assert got["uid"] == result["uid"] and result["uid"] >= 61500
+    else:
+        for name in ("read_reference", "list_tools", "connect", "fill_work"):
+            assert str(got[name]).startswith("refused"), (name, got)
