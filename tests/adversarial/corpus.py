@@ -29,7 +29,7 @@ class Expect:
     extra: dict = field(default_factory=dict)
 
 
-def _pkg(dest: Path, name: str, patches=(), prepend: str = "", append: str = "") -> Path:
+def patched_package(dest: Path, name: str, patches=(), prepend: str = "", append: str = "") -> Path:
     pkg = write_patched_reference(dest, list(patches), name=name)
     init = pkg / "__init__.py"
     init.write_text(prepend + init.read_text() + append)
@@ -46,28 +46,28 @@ def build(dest: Path) -> dict[str, Expect]:
     ex: dict[str, Expect] = {}
     shutil.copytree(REFERENCE_DIR, dest / "correct", ignore=shutil.ignore_patterns("__pycache__"))
     ex["correct"] = Expect("ok", "full")
-    _pkg(dest, "buggy", [SCALE])
+    patched_package(dest, "buggy", [SCALE])
     ex["buggy"] = Expect("ok", "partial", full=("ffn",), note="no 1/sqrt(d_k): attention and everything using it lose points")
     (dest / "syntax_error.py").write_text("def scaled_dot_product_attention(q, k, v:\n    return q\n")
     ex["syntax_error"] = Expect("import-error", "zero")
-    _pkg(dest, "import_loop", prepend="while True:\n    pass\n")
+    patched_package(dest, "import_loop", prepend="while True:\n    pass\n")
     ex["import_loop"] = Expect("timeout", "zero")
-    _pkg(dest, "forward_loop", [_ffn("        while True:\n            pass")])
+    patched_package(dest, "forward_loop", [_ffn("        while True:\n            pass")])
     ex["forward_loop"] = Expect("timeout", "partial", zero=("ffn", "encoder", "decoder"), full=("attention", "mha"))
-    _pkg(dest, "memory_bomb", [_ffn("        import torch\n        hog = []\n        while True:\n            hog.append(torch.empty(1 << 28))")])
+    patched_package(dest, "memory_bomb", [_ffn("        import torch\n        hog = []\n        while True:\n            hog.append(torch.empty(1 << 28))")])
     ex["memory_bomb"] = Expect("memory-limit", "partial", zero=("ffn", "encoder", "decoder"), full=("attention", "mha"))
-    _pkg(dest, "exit_at_import", prepend="import sys\nsys.exit(0)\n")
+    patched_package(dest, "exit_at_import", prepend="import sys\nsys.exit(0)\n")
     ex["exit_at_import"] = Expect("import-error", "zero")
-    _pkg(dest, "os_exit_forward", [("attention.py", SCORES, "    import os\n    os._exit(0)\n" + SCORES)])
+    patched_package(dest, "os_exit_forward", [("attention.py", SCORES, "    import os\n    os._exit(0)\n" + SCORES)])
     ex["os_exit_forward"] = Expect("crashed", "zero")
-    _pkg(dest, "keyboard_interrupt", [_ffn("        raise KeyboardInterrupt")])
+    patched_package(dest, "keyboard_interrupt", [_ffn("        raise KeyboardInterrupt")])
     ex["keyboard_interrupt"] = Expect("interrupted", "partial", zero=("ffn", "encoder", "decoder"),
                                       full=("attention", "mha"))
-    _pkg(dest, "system_exit", [_ffn("        raise SystemExit(0)")])
+    patched_package(dest, "system_exit", [_ffn("        raise SystemExit(0)")])
     ex["system_exit"] = Expect("ok", "partial", zero=("ffn", "encoder", "decoder"), full=("attention", "mha"))
-    _pkg(dest, "print_100mb", prepend=hostile.PRINT_100MB)
+    patched_package(dest, "print_100mb", prepend=hostile.PRINT_100MB)
     ex["print_100mb"] = Expect("output-limit", "zero")
-    _pkg(dest, "forged_files", [SCALE], prepend=hostile.FORGE_FILES)
+    patched_package(dest, "forged_files", [SCALE], prepend=hostile.FORGE_FILES)
     ex["forged_files"] = Expect("ok", "buggy")
     folder = dest / "conftest_all_pass"
     folder.mkdir()
@@ -77,22 +77,22 @@ def build(dest: Path) -> dict[str, Expect]:
     (folder / "pyproject.toml").write_text(hostile.PYPROJECT)
     (folder / "my_transformer" / "conftest.py").write_text(hostile.CONFTEST_ALL_PASS)
     ex["conftest_all_pass"] = Expect("ok", "buggy")
-    _pkg(dest, "patch_allclose", [SCALE], prepend=hostile.PATCH_ALLCLOSE)
+    patched_package(dest, "patch_allclose", [SCALE], prepend=hostile.PATCH_ALLCLOSE)
     ex["patch_allclose"] = Expect(("ok", "tampering"), "at_most_buggy")
-    _pkg(dest, "patch_harness", [SCALE], prepend=hostile.PATCH_HARNESS)
+    patched_package(dest, "patch_harness", [SCALE], prepend=hostile.PATCH_HARNESS)
     ex["patch_harness"] = Expect("tampering", "at_most_buggy", zero=("attention", "mha", "encoder", "decoder"))
-    _pkg(dest, "edit_tests", [SCALE], prepend=hostile.EDIT_TESTS)
+    patched_package(dest, "edit_tests", [SCALE], prepend=hostile.EDIT_TESTS)
     ex["edit_tests"] = Expect("tampering", "at_most_buggy", zero=("attention", "mha", "encoder", "decoder"))
-    _pkg(dest, "delete_tests", [SCALE], prepend=hostile.DELETE_TESTS)
+    patched_package(dest, "delete_tests", [SCALE], prepend=hostile.DELETE_TESTS)
     # The test files were collected before the submission is imported: deleting them changes nothing.
     ex["delete_tests"] = Expect("ok", "buggy")
     (dest / "delegate_reference.py").write_text("from reference import *  # noqa: F403\n")
     ex["delegate_reference"] = Expect("forbidden-api", "zero")
-    _pkg(dest, "delegate_torch", [("attention.py", SCORES,
+    patched_package(dest, "delegate_torch", [("attention.py", SCORES,
                                    "    return (torch.nn.functional.scaled_dot_product_attention(q, k, v, "
                                    "attn_mask=None if mask is None else ~mask, scale=scale), None)\n" + SCORES)])
     ex["delegate_torch"] = Expect("forbidden-api", "partial", zero=("attention", "mha", "encoder", "decoder"))
-    _pkg(dest, "equal_to_anything", append=hostile.EQUAL_TO_ANYTHING)
+    patched_package(dest, "equal_to_anything", append=hostile.EQUAL_TO_ANYTHING)
     ex["equal_to_anything"] = Expect(("ok", "tampering"), "partial", zero=("attention",), full=("mha", "ffn"))
     return ex
 

@@ -1,0 +1,155 @@
+"""The attack corpus of issue 15: hostile submissions beside honest students, each with the grade
+its honest code earns (``Expect``); graded by ``tests/test_grade_attacks.py``.
+
+``build_attacks(dest)`` writes the class into ``dest`` and returns ``{student: Expect}``. Names
+order the batch (it grades in sorted order): the escapes (``esc_*``) start before the honest
+students (``honest_*``, the classmates they attack) are graded, and ``zz_kill_grader`` comes last.
+
+A hostile submission deserves exactly what its code earns without the attack:
+
+* forgers that implement nothing: 0 (``tampering`` when the grader sees the forgery, else the
+  ``import-error`` of an empty submission); a forger on the buggy code: at most the buggy grade,
+  the forged components 0;
+* an escape on top of the buggy code (``base_buggy``, the same code without the attack): exactly
+  the buggy grade, status ``ok``; it must leave the honest students at 100 and the batch whole;
+* a thief of a classmate's code (it has none of its own): 0;
+* a bypass of the forbidden ``F.scaled_dot_product_attention``: what ``bypass_direct`` (the same
+  code calling it directly) gets; loading ``reference`` by any route: 0, like importing it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from transformer_spec.patching import REFERENCE_DIR, write_patched_reference
+
+from . import attacks
+from .corpus import SCALE, Expect, patched_package
+
+KIT = Path(__file__).with_name("escape_kit.py")
+INDEPENDENT = Path(__file__).resolve().parent.parent / "independent" / "alt_submission.py"
+ALL = ("attention", "mha", "ffn", "encoder", "decoder")
+USES_ATTENTION = ("attention", "mha", "encoder", "decoder")
+
+#: escapes on the buggy code: (student, escape_kit action)
+ESCAPES = {
+    "esc_append_code": "append_code",  # classmates' sandbox copies: only their re-check changes
+    "esc_disk_fill": "disk_fill",  # 200 MB outside the sandbox
+    "esc_edit_results_in_place": "edit_results_in_place",  # honest records zeroed, size and mtime kept
+    "esc_kill_classmates": "kill_classmates",  # SIGKILL of the honest students' children
+    "esc_many_procs": "many_procs",  # 50 processes left running
+    "esc_pipe_junk": "pipe_junk",  # junk in the honest children's report pipes via /proc/<pid>/fd
+    "esc_rewrite_class": "rewrite_class",  # the instructor's class folder rewritten
+    "esc_rewrite_outputs": "rewrite_outputs",  # gradebook, records, results.json after the grader exits
+    "esc_stop_grader": "stop_grader",  # SIGSTOP of the grader for 30 s while honest students run
+    "zz_kill_grader": "kill_grader",  # SIGKILL of the grader
+}
+
+FORGERS = {
+    "forge_child_report": attacks.FORGE_CHILD_REPORT,
+    "forge_child_report_anchors_fail": attacks.FORGE_CHILD_REPORT_ANCHORS_FAIL,
+    "forge_report_hook": attacks.FORGE_REPORT_HOOK,
+    "forge_channel_send": attacks.FORGE_CHANNEL_SEND,
+    "forge_raw_frames": attacks.FORGE_RAW_FRAMES,
+}
+
+HONEST = ("honest_reference", "honest_independent")
+
+
+def _escape(dest: Path, student: str, action: str, prepend: str = "") -> None:
+    pkg = patched_package(dest, student, [SCALE], prepend=prepend, append=attacks.escape(action, student))
+    shutil.copyfile(KIT, pkg / "_kit.py")
+
+
+def _nothing(dest: Path, student: str, code: str) -> None:
+    """A package that implements nothing: only the hostile code."""
+    (dest / student).mkdir()
+    (dest / student / "__init__.py").write_text(code)
+
+
+def build_attacks(dest: Path, only: set[str] | None = None) -> dict[str, Expect]:
+    """Write the class (``only``: these students, plus the honest and baseline ones)."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    ex: dict[str, Expect] = {}
+    buggy = Expect("ok", "buggy", full=("ffn",), note="the escape's own code is the buggy baseline")
+
+    def want(name: str) -> bool:
+        return only is None or name in only
+
+    # Honest students and the baselines the expectations refer to.
+    shutil.copytree(REFERENCE_DIR, dest / "honest_reference", ignore=shutil.ignore_patterns("__pycache__"))
+    ex["honest_reference"] = Expect("ok", "full")
+    (dest / "honest_independent").mkdir()
+    shutil.copyfile(INDEPENDENT, dest / "honest_independent" / "alt_submission.py")
+    ex["honest_independent"] = Expect("ok", "full")
+    patched_package(dest, "base_buggy", [SCALE])
+    ex["base_buggy"] = Expect("ok", "partial", full=("ffn",), note="honest buggy baseline (no 1/sqrt(d_k))")
+    write_patched_reference(dest, [("attention.py", attacks.OUTPUT_LINE, attacks.SDPA_ROUTES["direct"])],
+                            name="bypass_direct")
+    ex["bypass_direct"] = Expect("forbidden-api", "partial", zero=USES_ATTENTION, full=("ffn",),
+                                 note="calls F.scaled_dot_product_attention directly: the yardstick of bypasses")
+
+    # Forged passes (items 1, 2).
+    for name, code in FORGERS.items():
+        if want(name):
+            _nothing(dest, name, code)
+            ex[name] = Expect(("tampering", "import-error"), "zero", zero=ALL, note="implements nothing")
+    if want("forge_buggy_anchors_fail"):
+        patched_package(dest, "forge_buggy_anchors_fail", [SCALE], append=attacks.FORGE_CHILD_REPORT_ANCHORS_FAIL)
+        ex["forge_buggy_anchors_fail"] = Expect("tampering", "at_most_buggy", zero=USES_ATTENTION, full=("ffn",))
+    if want("forge_atexit_results"):
+        patched_package(dest, "forge_atexit_results", [SCALE],
+             prepend="_TS_ME = 'forge_atexit_results'\n" + attacks.ATEXIT_REWRITE)
+        ex["forge_atexit_results"] = buggy
+
+    # Escapes (item 4, and item 3 through the paused grader).
+    for name, action in ESCAPES.items():
+        if want(name):
+            _escape(dest, name, action)
+            ex[name] = buggy
+    if want("esc_read_secrets"):
+        patched_package(dest, "esc_read_secrets", [SCALE], prepend=attacks.READ_SECRETS)
+        ex["esc_read_secrets"] = Expect("ok", "buggy", full=("ffn",), extra={"log_forbids": (
+            "ts-hostile: listed the home folder", "ts-hostile: read the repository")})
+    if want("esc_steal_class_folder"):
+        _nothing(dest, "esc_steal_class_folder", attacks.STEAL_FROM_CLASS_FOLDER)
+        ex["esc_steal_class_folder"] = Expect("import-error", "zero", zero=ALL, note="has no code of its own")
+    if want("hz_steal_sandbox"):  # graded beside the honest students, whose sandboxes it reads
+        _nothing(dest, "hz_steal_sandbox", attacks.STEAL_FROM_SANDBOX)
+        ex["hz_steal_sandbox"] = Expect("import-error", "zero", zero=ALL, note="has no code of its own")
+
+    # Huge report frames (item 4).
+    if want("big_frames"):
+        patched_package(dest, "big_frames", [SCALE], prepend=attacks.BIG_FRAMES)
+        ex["big_frames"] = Expect(("ok", "output-limit", "tampering"), "at_most_buggy",
+                                  note="40 frames of 15 MB: the grader's memory must stay bounded")
+
+    # Forbidden-API bypasses (item 5).
+    for route in ("thread", "fake_filename", "c_nn", "aten_math"):
+        name = f"bypass_sdpa_{route}"
+        if want(name):
+            write_patched_reference(dest, [("attention.py", attacks.OUTPUT_LINE, attacks.SDPA_ROUTES[route])],
+                                    name=name)
+            ex[name] = Expect("forbidden-api", "partial", zero=USES_ATTENTION, full=("ffn",),
+                              extra={"same_as": "bypass_direct"})
+    refs = {"bypass_reference_thread": attacks.REFERENCE_FROM_THREAD,
+            "bypass_reference_by_path": attacks.REFERENCE_BY_PATH}
+    for name, code in refs.items():
+        if want(name):
+            _nothing(dest, name, code)
+            ex[name] = Expect(("forbidden-api", "import-error"), "zero", zero=ALL,
+                              note="runs the reference: as `from reference import *`")
+    if want("bypass_symlinks"):
+        (dest / "bypass_symlinks").mkdir()
+        for p in sorted(REFERENCE_DIR.glob("*.py")):
+            (dest / "bypass_symlinks" / p.name).symlink_to(p.resolve())
+        ex["bypass_symlinks"] = Expect(("forbidden-api", "no-submission", "import-error"), "zero", zero=ALL,
+                                       note="its files are symlinks into reference/")
+    return ex
+
+
+#: the hostile members (what is not an honest student or a baseline)
+def hostile(expect: dict[str, Expect]) -> list[str]:
+    return [s for s in expect if s not in (*HONEST, "base_buggy", "bypass_direct")]
