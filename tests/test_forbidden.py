@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from transformer_spec import forbidden, loader
+from transformer_spec.outcomes import Kind
 from transformer_spec.patching import write_patched_reference
 
 REPO = Path(__file__).resolve().parent.parent
@@ -94,16 +97,115 @@ def test_importing_reference_is_stopped(cheater):
         sub.lazy_reference()
 
 
-def test_the_tests_own_oracle_calls_are_unaffected(cheater):
+def test_the_tests_own_oracle_calls_are_unaffected_inside_the_oracle_region(cheater):
     _, guard = cheater
     q, k, v = qkv()
-    out = F.scaled_dot_product_attention(q, k, v)
-    assert out.shape == (1, 3, 4)
-    layer = nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0, batch_first=True)  # builds a MultiheadAttention
-    assert layer(q).shape == (1, 3, 4)
-    import reference  # noqa: F401 - the tests may import anything
+    with forbidden.oracle():
+        out = F.scaled_dot_product_attention(q, k, v)
+        assert out.shape == (1, 3, 4)
+        layer = nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0, batch_first=True)  # builds a MultiheadAttention
+        assert layer(q).shape == (1, 3, 4)
+        import reference  # noqa: F401 - the suite may import anything there
 
     assert guard.uses == []
+
+
+def test_outside_the_oracle_region_an_armed_guard_refuses_whatever_the_stack(cheater):
+    _, guard = cheater
+    with pytest.raises(forbidden.ForbiddenAPIError, match="`torch.nn.TransformerEncoderLayer`"):
+        nn.TransformerEncoderLayer(4, 2, 8)  # from this test file: no frame of the submission
+    guard.armed = False  # the plugin's choice for the tests it does not grade
+    assert F.scaled_dot_product_attention(*qkv()).shape == (1, 3, 4)
+    assert len(guard.uses) == 1
+
+
+def _sdpa_math(q, k, v):
+    return torch.ops.aten._scaled_dot_product_attention_math(q, k, v)[0]
+
+
+def _flash(q, k, v):
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q[None], k[None], v[None])[0][0]  # 4-D only
+
+
+def _native_mha(q, k, v):
+    w = torch.randn(12, 4)
+    return torch._native_multi_head_attention(q, q, q, 4, 2, w, torch.zeros(12), w[:4], torch.zeros(4))[0]
+
+
+def _fused_layer(q, k, v):
+    w = torch.randn(12, 4)
+    return torch._transformer_encoder_layer_fwd(q, 4, 2, w, torch.zeros(12), w[:4], torch.zeros(4), False, False,
+                                                1e-5, torch.ones(4), torch.zeros(4), torch.ones(4), torch.zeros(4),
+                                                torch.randn(8, 4), torch.zeros(8), torch.randn(4, 8), torch.zeros(4))
+
+
+OPERATOR_ROUTES = {
+    "C binding": lambda q, k, v: torch._C._nn.scaled_dot_product_attention(q, k, v),
+    "aten sdpa": lambda q, k, v: torch.ops.aten.scaled_dot_product_attention(q, k, v),
+    "aten math": _sdpa_math,
+    "aten flash for cpu": _flash,
+    "native multi-head attention": _native_mha,
+    "fused encoder layer": _fused_layer,
+}
+
+
+@pytest.mark.parametrize("route", list(OPERATOR_ROUTES))
+def test_every_operator_of_the_family_is_refused_in_any_mode_and_thread(cheater, route):
+    _, guard = cheater
+    call = OPERATOR_ROUTES[route]
+    with forbidden.oracle():
+        expected = call(*qkv())  # the suite may
+    for mode in (contextlib.nullcontext, torch.no_grad, torch.inference_mode):
+        with mode(), pytest.raises(forbidden.ForbiddenAPIError, match="through torch's operator `aten::"):
+            call(*qkv())
+    with ThreadPoolExecutor(1) as pool, forbidden.oracle():  # the window is this thread's only
+        with pytest.raises(forbidden.ForbiddenAPIError, match="in thread "):
+            pool.submit(call, *qkv()).result()
+    assert len(guard.uses) == 4 and expected.shape[-1] == 4
+
+
+def test_the_operator_guard_keeps_gradients_and_goes_away_on_uninstall(tmp_path):
+    q = torch.randn(1, 3, 4, dtype=torch.float64, requires_grad=True)
+    plain = torch.autograd.grad(F.scaled_dot_product_attention(q, q, q).sum(), q)[0]
+    with forbidden.Guard(paths=[tmp_path]), forbidden.oracle():
+        for route in (F.scaled_dot_product_attention, _sdpa_math, _flash):
+            guarded = torch.autograd.grad(route(q, q, q).sum(), q)[0]
+            torch.testing.assert_close(guarded, plain)
+    assert F.scaled_dot_product_attention(q, q, q).shape == (1, 3, 4)  # no guard: anyone may
+
+
+def test_a_rubric_that_allows_sdpa_allows_its_operators(tmp_path):
+    with forbidden.Guard(apis=["torch.nn.MultiheadAttention"], paths=[tmp_path]) as guard:
+        assert torch._C._nn.scaled_dot_product_attention(*qkv()).shape == (1, 3, 4)
+        with pytest.raises(forbidden.ForbiddenAPIError, match="`aten::_native_multi_head_attention`"):
+            _native_mha(*qkv())
+    assert len(guard.uses) == 1
+
+
+def test_the_reference_opened_by_path_is_refused(cheater):
+    _, guard = cheater
+    with pytest.raises(forbidden.ForbiddenImport, match="its file reference/attention.py, opened by path"):
+        (REPO / "reference" / "attention.py").read_text()
+    with forbidden.oracle():
+        assert "def scaled_dot_product_attention" in (REPO / "reference" / "attention.py").read_text()
+    assert len(guard.uses) == 1
+
+
+def test_symlinks_leaving_a_submission_are_refused_and_links_inside_it_are_not(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from .attention import scaled_dot_product_attention\n")
+    (pkg / "attention.py").symlink_to(REPO / "reference" / "attention.py")
+    sub = loader.load(str(pkg))
+    assert sub.error_kind is Kind.FORBIDDEN and "\n" not in sub.error
+    assert "attention.py is a symlink to" in sub.error and "outside the submission's folder" in sub.error
+    assert "cp -L" in sub.fix
+    (pkg / "attention.py").unlink()
+    (pkg / "real.py").write_text("def scaled_dot_product_attention(q, k, v, mask=None, scale=None):\n    return q, q\n")
+    (pkg / "attention.py").symlink_to(pkg / "real.py")  # inside the package: its own file
+    (tmp_path / "link_to_pkg").symlink_to(pkg, target_is_directory=True)  # the target itself may be a link
+    assert loader.load(str(tmp_path / "link_to_pkg")).error is None
+    assert loader.outside_symlinks(pkg) == []
 
 
 def test_uninstall_restores_torch(tmp_path):
@@ -152,3 +254,18 @@ def test_grading_a_submission_that_calls_sdpa_loses_the_attention_points(tmp_pat
     assert all("forbidden API: the submission used `torch.nn.functional.scaled_dot_product_attention`"
                in t["output"] for t in attention)
     assert ffn and all(t["status"] == "passed" for t in ffn)
+
+
+def test_the_class_grader_refuses_to_copy_a_symlink_leaving_a_submission(tmp_path):
+    from tools.grade.settings import GradeError
+    from tools.grade.submissions import Entry, copy_submission
+
+    folder = tmp_path / "student"
+    folder.mkdir()
+    (folder / "transformer.py").symlink_to(REPO / "reference" / "attention.py")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with pytest.raises(GradeError, match="transformer.py is a symlink to .*outside the submission's folder"):
+        copy_submission(Entry("student", folder / "transformer.py", folder), dest)
+    with pytest.raises(GradeError, match="outside the submission's folder"):
+        copy_submission(Entry("student", folder / "transformer.py", folder / "transformer.py"), dest)

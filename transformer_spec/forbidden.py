@@ -5,17 +5,25 @@ By default a submission may not use ``torch.nn.MultiheadAttention``,
 ``torch.nn.functional.multi_head_attention_forward``, the ``torch.nn.Transformer*`` layers, or
 import ``reference`` (the rubric's ``forbidden`` list changes this; see ``docs/grading.md``).
 
-How: :class:`Guard` replaces each forbidden function by a wrapper (and wraps each forbidden
-class's ``__init__``) that looks at the call stack. If a frame on it belongs to the submission's
-own files, or the object being built is an instance of a class the submission defined, the use
-is recorded and :class:`ForbiddenAPIError` is raised. Calls made by the tests themselves (an
-oracle computed with torch) have no submission frame on their stack and go through untouched.
-A forbidden module (``reference``) is guarded at import: ``import reference`` from the
-submission's files raises :class:`ForbiddenImport`.
+:class:`Guard` watches them in three layers; a use is recorded in ``uses`` and
+:class:`ForbiddenAPIError` is raised (recorded uses are kept even when the submission catches
+the exception, so the grading plugin fails the test in which they happened):
 
-Recorded uses are kept even when the submission catches the exception, so the grading plugin
-fails the test in which they happened. Limits: the guard sees Python-level uses; private C
-bindings such as ``torch._C._nn.scaled_dot_product_attention`` are not wrapped.
+* Python level: each forbidden function is replaced by a wrapper (and each forbidden class's
+  ``__init__`` wrapped). A frame of the submission's own files on the stack, or an object of a
+  class the submission defined, is a use named by the submission's line.
+* Operator level (:mod:`transformer_spec.forbidden_ops`): the aten operators behind the
+  attention APIs, whatever the route (``torch._C._nn``, ``torch.ops.aten``, a thread, code
+  compiled under another file name), in every thread.
+* A forbidden module (``reference``): importing it (``import``, ``importlib``, in any thread) is
+  refused, and so is opening its files by path (:mod:`transformer_spec.forbidden_files`).
+
+While the guard is ``armed`` (the grading plugin disarms it for the tests it does not grade and
+for its diagnosis), the operator level, the attention APIs and the forbidden modules are refused
+whatever the call stack, except inside :func:`oracle`, where the suite computes its own expected
+values with torch (for the thread that entered it only). Other APIs a rubric forbids are
+refused when the submission's frame is on the stack. Limits: see the two modules above and
+``docs/grading.md``.
 """
 
 from __future__ import annotations
@@ -30,9 +38,15 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import torch
+
+from . import forbidden_files, forbidden_ops
 from .files import relative
 from .loader import SubmissionError
 from .outcomes import Kind
+
+#: The suite computes an oracle value with torch's attention (see :mod:`.forbidden_ops`).
+oracle = forbidden_ops.oracle
 
 #: The default list (the rubric's ``forbidden`` key replaces it).
 DEFAULT_FORBIDDEN: tuple[str, ...] = (
@@ -48,6 +62,12 @@ DEFAULT_FORBIDDEN: tuple[str, ...] = (
 )
 
 _WHY = "the assignment asks you to write this part yourself"
+
+#: Refused whatever the call stack while the guard is armed (the suite's own uses are in oracle()).
+STRICT = frozenset(forbidden_ops.OPERATORS)
+#: Frames skipped when naming where a use that has no submission frame came from.
+_NOT_THE_CALLER = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, os)) + (
+    os.path.dirname(__file__) + os.sep, "<frozen ")
 
 
 class ForbiddenAPIError(SubmissionError):
@@ -96,13 +116,14 @@ def submission_paths(target: str, origin: str | None = None) -> list[Path]:
 class Use:
     """One recorded use of a forbidden API."""
 
-    def __init__(self, api: str, where: str):
+    def __init__(self, api: str, where: str, via: str = ""):
         self.api = api
         self.where = where
+        self.via = via  # how it was reached, if not by its own name
 
     @property
     def message(self) -> str:
-        return f"forbidden API: the submission used `{self.api}`{self.where}; {_WHY}"
+        return f"forbidden API: the submission used `{self.api}`{self.via}{self.where}; {_WHY}"
 
     def __repr__(self) -> str:
         return f"Use({self.api!r}, {self.where!r})"
@@ -124,6 +145,13 @@ class Guard:
         self._undo: list[Callable[[], None]] = []
         self._modules: tuple[str, ...] = ()
         self._local = threading.local()
+        #: Armed: the strict checks apply (the plugin disarms it outside the tests it grades).
+        self.armed = True
+        self._roots: dict[str, str] = {}  # real path of a forbidden module's folder or file -> its name
+
+    def _strict(self) -> bool:
+        """Whether a use with no submission frame on the stack is refused here and now."""
+        return self.armed and not forbidden_ops.allowed()
 
     # -- which code is the submission's -------------------------------------------------
     def paths(self) -> list[str]:
@@ -155,12 +183,21 @@ class Guard:
         filename = getattr(module, "__file__", None)
         return bool(filename) and self._is_submission_file(str(Path(filename).resolve()), self.paths())
 
-    def _record(self, api: str, frame) -> Use:
+    def _record(self, api: str, frame, via: str = "") -> Use:
+        """Record a use at ``frame`` (the submission's), else at the innermost caller that is
+        not torch, the standard library or this package (code compiled under another name)."""
+        if frame is None:
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code.co_filename.startswith(_NOT_THE_CALLER):
+                frame = frame.f_back
         where = ""
         if frame is not None:
             filename = frame.f_code.co_filename
             where = f" (at {relative(filename)}:{frame.f_lineno} in {frame.f_code.co_name})"
-        use = Use(api, where)
+        thread = threading.current_thread()
+        if thread is not threading.main_thread():
+            where += f" (in thread {thread.name!r})"
+        use = Use(api, where, via)
         self.uses.append(use)
         return use
 
@@ -178,6 +215,10 @@ class Guard:
             else:
                 raise ValueError(f"forbidden API {api!r} is neither a module, a class nor a function")
         self._modules = tuple(modules)
+        ops = forbidden_ops.watch(self.apis, self._on_operator, lambda: self.armed)
+        self._undo.append(lambda: forbidden_ops.unwatch(ops))
+        files = forbidden_files.watch(self._module_roots(modules), self._on_file, lambda: self.armed)
+        self._undo.append(lambda: forbidden_files.unwatch(files))
         if modules:
             finder = _ForbiddenFinder(self)
             sys.meta_path.insert(0, finder)
@@ -213,15 +254,17 @@ class Guard:
     def _wrap_function(self, api: str, owner, attr: str, original) -> None:
         guard = self
 
+        strict = api in STRICT
+
         @functools.wraps(original)
         def wrapper(*args, **kwargs):
             frame = guard._submission_frame()
-            if frame is not None:
+            if frame is not None or (strict and guard._strict()):
                 use = guard._record(api, frame)
                 raise ForbiddenAPIError(use.message)
             return original(*args, **kwargs)
 
-        wrapper.__transformer_spec_forbidden__ = original
+        del wrapper.__wrapped__  # not a handle on the original
         setattr(owner, attr, wrapper)
         self._undo.append(lambda: setattr(owner, attr, original))
 
@@ -229,15 +272,17 @@ class Guard:
         guard = self
         original = cls.__dict__.get("__init__")
         base_init = cls.__init__
+        strict = api in STRICT
 
         @functools.wraps(base_init)
         def __init__(obj, *args, **kwargs):
             frame = guard._submission_frame()
-            if frame is not None or guard._class_is_submissions(type(obj)):
+            if frame is not None or guard._class_is_submissions(type(obj)) or (strict and guard._strict()):
                 use = guard._record(api, frame)
                 raise ForbiddenAPIError(use.message)
             return base_init(obj, *args, **kwargs)
 
+        del __init__.__wrapped__
         cls.__init__ = __init__
         if original is None:
             self._undo.append(lambda: delattr(cls, "__init__"))
@@ -253,7 +298,7 @@ class Guard:
         self._local.busy = True
         try:
             frame = self._submission_frame(depth=3)
-            if frame is None:
+            if frame is None and not self._strict():
                 return
             # The reference importing its own modules is not a use (when it is the submission).
             if self._module_is_submission(name):
@@ -262,6 +307,35 @@ class Guard:
         finally:
             self._local.busy = False
         raise ForbiddenImport(use.message)
+
+    def _on_operator(self, api: str, operator: str) -> None:
+        """A forbidden aten operator was called (from :mod:`.forbidden_ops`, in any thread)."""
+        use = self._record(api, self._submission_frame(), via=f" (through torch's operator `{operator}`)")
+        raise ForbiddenAPIError(use.message)
+
+    def _on_file(self, path: str) -> None:
+        """A file of a forbidden module was opened by path (from :mod:`.forbidden_files`)."""
+        module = next(m for root, m in self._roots.items() if path == root or path.startswith(root + os.sep))
+        use = self._record(module, self._submission_frame(), via=f" (its file {relative(path)}, opened by path)")
+        raise ForbiddenImport(use.message)
+
+    def _module_roots(self, modules: Iterable[str]) -> list[str]:
+        """The folders (or files) of the forbidden modules, except one that is the submission."""
+        roots = self._roots
+        self._local.busy = True
+        try:
+            for name in modules:
+                try:
+                    spec = importlib.util.find_spec(name)
+                except (ImportError, ValueError):
+                    spec = None
+                if spec is None or self._module_is_submission(name):
+                    continue
+                for root in spec.submodule_search_locations or ([spec.origin] if spec.origin else []):
+                    roots[os.path.realpath(root)] = name
+        finally:
+            self._local.busy = False
+        return list(roots)
 
     def _module_is_submission(self, name: str) -> bool:
         top = name.split(".")[0]
@@ -304,6 +378,8 @@ def _resolve(api: str):
         if not hasattr(owner, parts[-1]):
             break
         return owner, parts[-1], getattr(owner, parts[-1])
+    if "." not in api:
+        return None, "", None  # a module not present here (the class grader's sandbox hides reference/): guarded by name
     raise ValueError(f"forbidden API {api!r}: no module, class or function of that name")
 
 

@@ -48,6 +48,43 @@ class NotSubmitted(SubmissionError, AttributeError):
     """A contract name that the submission does not define."""
 
 
+class SymlinkOutside(SubmissionError):
+    """A file of the submission is a symlink to a file outside the submission's folder (into
+    ``reference/``, say): refused before anything is imported."""
+
+    outcome_kind = Kind.FORBIDDEN  # how the grade classifies it (transformer_spec/outcomes.py)
+
+
+def outside_symlinks(path: Path) -> list[tuple[Path, Path]]:
+    """``(link, real target)`` for every symlink of the submission at ``path`` whose real target is
+    outside its folder: anything under a package folder, or a ``.py`` file beside a single file
+    (a helper it may import; the single file itself may be a link)."""
+    path = Path(path)
+    if path.is_dir():
+        root, links = path.resolve(), []
+        for folder, dirs, files in os.walk(path):
+            links += [Path(folder) / n for n in dirs + files if (Path(folder) / n).is_symlink()]
+    else:
+        root = path.resolve().parent
+        links = [p for p in root.glob("*.py") if p.is_symlink()]
+    out = []
+    for link in sorted(links):
+        real = link.resolve()
+        if real != root and root not in real.parents:
+            out.append((link, real))
+    return out
+
+
+def refuse_outside_symlinks(path: Path, what: str) -> None:
+    """Raise :class:`SymlinkOutside` (one line) if ``path`` has a symlink leaving its folder."""
+    bad = outside_symlinks(path)
+    if bad:
+        link, real = bad[0]
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise SymlinkOutside(f"{what}: {link.name} is a symlink to {real}, outside the submission's folder{more}; "
+                             f"only the submission's own files are graded")
+
+
 def resolve_target(option: str | None = None, environ: dict | None = None) -> str:
     """The target to load: ``option`` if given, else ``$TRANSFORMER_IMPL``, else ``reference``."""
     environ = os.environ if environ is None else environ
@@ -147,6 +184,7 @@ def _import_from_path(target: str) -> ModuleType:
     path = Path(target).expanduser().resolve()
     if not path.exists():
         raise FileNotFoundError(f"no such file or folder: {target}")
+    refuse_outside_symlinks(path, "refused")
     if path.is_dir():
         init = path / "__init__.py"
         if not init.exists():
@@ -212,6 +250,8 @@ def _reason(target: str, exc: BaseException) -> str:
         return str(exc)
     if isinstance(exc, SystemExit):
         return f"it called sys.exit({exc.code!r}) while being imported{where}"
+    if isinstance(exc, SymlinkOutside):
+        return str(exc)
     lines = str(exc).strip().splitlines()
     message = f": {lines[0]}" if lines else ""
     return f"it raised {type(exc).__name__} while being imported{message}{where}"
@@ -230,6 +270,8 @@ def how_to_fix(target: str, exc: BaseException) -> str:
     if isinstance(exc, (ModuleNotFoundError, FileNotFoundError)) and not own:
         return ("check the path after --impl: a .py file, a package folder with __init__.py, "
                 "or an importable module name")
+    if isinstance(exc, SymlinkOutside):
+        return "replace each symlink by the file itself (`cp -L`), inside the submission's folder"
     first = own[-1].filename if own else target
     if isinstance(exc, SystemExit):
         return (f"importing must not exit: move the sys.exit() (and any script code) of {first} under "

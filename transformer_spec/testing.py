@@ -17,6 +17,7 @@ from collections.abc import Mapping
 import torch
 import torch.nn as nn
 
+from . import forbidden_ops
 from .failures import leaves
 
 Shapes = dict[str, tuple[int, ...]]
@@ -150,6 +151,8 @@ def set_parameters(module: nn.Module, values: Mapping[str, torch.Tensor]) -> nn.
 
 
 # --------------------------------------------------------------------------- torch oracles
+# Built inside forbidden_ops.oracle(): the forbidden-API guard refuses torch's attention layers
+# elsewhere while it is armed; their forward calls are wrapped by the tests that make them.
 def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
     with torch.no_grad():
         dst.copy_(src.to(dst.dtype))
@@ -165,7 +168,8 @@ def torch_mha(params: Mapping[str, torch.Tensor], d_model: int, num_heads: int, 
               dtype: torch.dtype = torch.float64) -> nn.MultiheadAttention:
     """``nn.MultiheadAttention(bias=False, batch_first=True)`` with the contract's W_Q/W_K/W_V/W_O:
     ``in_proj_weight = cat(W_Q, W_K, W_V)``, ``out_proj.weight = W_O``. In eval mode."""
-    m = nn.MultiheadAttention(d_model, num_heads, dropout=0.0, bias=False, batch_first=True)
+    with forbidden_ops.oracle():
+        m = nn.MultiheadAttention(d_model, num_heads, dropout=0.0, bias=False, batch_first=True)
     m = m.to(dtype)
     w = [params[f"{prefix}{n}.weight"] for n in ("W_Q", "W_K", "W_V")]
     _copy(m.in_proj_weight, torch.cat(w, dim=0))
@@ -196,8 +200,9 @@ def torch_encoder_layer(params: Mapping[str, torch.Tensor], d_model: int, num_he
                         dtype: torch.dtype = torch.float64) -> nn.TransformerEncoderLayer:
     """``nn.TransformerEncoderLayer(activation="gelu", batch_first=True)`` with the contract
     block's weights (its attention biases zeroed). In eval mode."""
-    layer = nn.TransformerEncoderLayer(d_model, num_heads, d_ff, dropout=0.0, activation="gelu",
-                                       batch_first=True, norm_first=norm_first).to(dtype)
+    with forbidden_ops.oracle():
+        layer = nn.TransformerEncoderLayer(d_model, num_heads, d_ff, dropout=0.0, activation="gelu",
+                                           batch_first=True, norm_first=norm_first).to(dtype)
     _torch_attn_into(layer.self_attn, params, f"{prefix}self_attn.")
     _torch_ffn_norms_into(layer, params, prefix, norms=2)
     return layer.eval()
@@ -211,8 +216,9 @@ def torch_decoder_layer(params: Mapping[str, torch.Tensor], d_model: int, num_he
     ``norm1..3``. Its placement of the norms is the contract's (Pre-LN:
     ``x + sa(norm1(x))``, ``x + mha(norm2(x), memory)``, ``x + ff(norm3(x))``; memory not
     normalised). In eval mode."""
-    layer = nn.TransformerDecoderLayer(d_model, num_heads, d_ff, dropout=0.0, activation="gelu",
-                                       batch_first=True, norm_first=norm_first).to(dtype)
+    with forbidden_ops.oracle():
+        layer = nn.TransformerDecoderLayer(d_model, num_heads, d_ff, dropout=0.0, activation="gelu",
+                                           batch_first=True, norm_first=norm_first).to(dtype)
     _torch_attn_into(layer.self_attn, params, f"{prefix}self_attn.")
     _torch_attn_into(layer.multihead_attn, params, f"{prefix}cross_attn.")
     _torch_ffn_norms_into(layer, params, prefix, norms=3)

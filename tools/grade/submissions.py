@@ -8,6 +8,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from transformer_spec.loader import outside_symlinks
+
 from .settings import MAX_SUBMISSION_BYTES, GradeError
 
 
@@ -69,6 +71,11 @@ def copy_submission(entry: Entry, dest: Path) -> Path:
         if total > MAX_SUBMISSION_BYTES:
             raise GradeError(f"the submission is larger than {MAX_SUBMISSION_BYTES // 2**20} MB")
 
+    links = outside_symlinks(src) if src.is_dir() else \
+        [(src, src.resolve())] if src.is_symlink() and src.resolve().parent != src.parent.resolve() else []
+    if links:  # the loader refuses them too; a copy would carry them (or their target) into the sandbox
+        raise GradeError(f"{links[0][0].name} is a symlink to {links[0][1]}, outside the submission's folder; "
+                         f"submit the files themselves")
     if src.is_file():
         count(src)
         shutil.copy2(src, dest / src.name)
