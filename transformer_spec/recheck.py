@@ -13,6 +13,14 @@ passed the anchor computes the same function, so it passes the re-check too; whe
 claims the anchor passed and the re-check disagrees, the claim is false (``tools.grade`` then
 gives the component 0 and the status ``tampering``). A component without re-checks says why in
 its declaration (``why_no_rechecks``).
+
+A re-check compares only what the contract fixes for every correct implementation: outputs for
+weights set by the contract's names (held to the anchor's tolerance where it is looser than float64
+rounding, :class:`Outputs`); greedy tokens up to the first near-tie the reference meets; a law's
+residual where the contract leaves the outputs themselves free (Seq2SeqTransformer: zero for every
+correct implementation); for bad arguments, whether the anchor's kind of error was raised naming
+the argument (bool arrays). ``tests/test_rechecks.py`` holds each to the independent implementation,
+every allowed variation and a pitfall of its component, through :func:`disagreement`.
 """
 
 from __future__ import annotations
@@ -32,13 +40,51 @@ RTOL, ATOL = 1e-6, 1e-8  # float64; gross disagreement only, so an honest float6
 # --------------------------------------------------------------------------------------------
 # Helpers of the components' re-checks
 # --------------------------------------------------------------------------------------------
+class Outputs(dict):
+    """A re-check's arrays by name, with how :func:`compare` holds a submission's to them.
+
+    Only the expected side's settings count (the reference's, computed in the parent; a child's
+    answer arrives as bare arrays): ``rtol``/``atol`` where the anchor allows more than float64
+    rounding, and ``first[k] = n`` to compare only the first ``n`` entries of ``k`` (after its
+    shape), where later entries are not fixed on these inputs (a greedy choice after a near-tie).
+    """
+
+    def __init__(self, arrays: dict[str, np.ndarray], *, rtol: float = RTOL, atol: float = ATOL,
+                 first: dict[str, int] | None = None):
+        super().__init__(arrays)
+        self.rtol, self.atol, self.first = rtol, atol, dict(first or {})
+
+
 def as_numpy(**arrays) -> dict[str, np.ndarray]:
     return {k: v.detach().cpu().numpy() for k, v in arrays.items()}
+
+
+def own_shapes(module) -> dict[str, tuple[int, ...]]:
+    """The shapes of every parameter of ``module`` by its own names (tied ones once; no 0-d
+    ones), for a module whose contract leaves some names free (``Seq2SeqTransformer``)."""
+    return {n: tuple(p.shape) for n, p in module.named_parameters() if p.dim() >= 1}
 
 
 def with_weights(module, shapes, seed: int):
     """``module`` in float64 and eval mode, with seeded weights under the contract's names."""
     return testing.set_parameters(module.double(), testing.seeded_parameters(shapes, seed)).eval()
+
+
+#: the MiniGPT of the snapshot tests (spec_tests/test_snapshots.py, spec_tests/snapshots/regenerate.py)
+SNAPSHOT_MINIGPT = dict(vocab_size=13, d_model=16, num_heads=4, num_layers=2, d_ff=32, max_len=8, dropout=0.1)
+SNAPSHOT_BLOCK_GAIN = 8.0  # W_O and ffn.linear2 scaled up, as in the snapshot, so the blocks decide
+
+
+def snapshot_minigpt(mod, seed: int, **changes):
+    """``mod.MiniGPT`` of the snapshot's configuration (``changes`` applied, e.g. ``dropout``) in
+    float64 and eval mode, with weights drawn from ``seed`` as the snapshot's are (the tied
+    ``lm_head.weight`` set with ``token_embed``)."""
+    c = {**SNAPSHOT_MINIGPT, **changes}
+    params = testing.minigpt_parameters(c["vocab_size"], c["d_model"], c["num_layers"], c["d_ff"], seed)
+    for name in params:
+        if name.endswith(("W_O.weight", "linear2.weight")):
+            params[name] = params[name] * SNAPSHOT_BLOCK_GAIN
+    return testing.set_parameters(mod.MiniGPT(**c).double(), params).eval()
 
 
 def mha_masks(length: int, seed: int, self_attention: bool) -> dict:
@@ -89,22 +135,46 @@ def decode_arrays(data) -> dict[str, np.ndarray]:
 
 def compare(actual: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> str | None:
     """None when ``actual`` matches ``expected``; else what differs, in one line."""
+    rtol, atol = getattr(expected, "rtol", RTOL), getattr(expected, "atol", ATOL)
+    first = getattr(expected, "first", {})
     for k, e in expected.items():
         if k not in actual:
             return f"{k}: missing"
         a = actual[k]
         if a.shape != e.shape:
             return f"{k}: shape {a.shape}, expected {e.shape}"
-        if e.dtype == np.bool_:
-            if a.dtype != np.bool_ or not np.array_equal(a, e):
-                return f"{k}: differs from the reference"
+        if k in first:
+            a, e = a[: first[k]], e[: first[k]]
+        if e.dtype == np.bool_ or np.issubdtype(e.dtype, np.integer):
+            if a.dtype != e.dtype or not np.array_equal(a, e):
+                return f"{k}: {a.tolist() if a.size <= 40 else 'values'}, expected {e.tolist() if e.size <= 40 else 'others'}"
             continue
         a = a.astype(np.float64)
         if not np.all(np.isfinite(a)) and np.all(np.isfinite(e)):
             return f"{k}: not finite"
-        if not np.allclose(a, e, rtol=RTOL, atol=ATOL):
+        if not np.allclose(a, e, rtol=rtol, atol=atol):
             return f"{k}: largest difference {float(np.nanmax(np.abs(a - e))):.3g}"
     return None
+
+
+def run_one(check: registry.Recheck, module, seed: int) -> dict[str, np.ndarray]:
+    """``check``'s arrays for ``module`` as the re-check child computes them (torch's global seed
+    set, no autograd)."""
+    import torch
+
+    torch.manual_seed(0)
+    with torch.no_grad():
+        return check.run(module, seed)
+
+
+def disagreement(check: registry.Recheck, module, seed: int, expected: dict[str, np.ndarray]) -> str | None:
+    """What the class grader would say of ``module``'s answer to ``check`` (None: it agrees): run
+    in this process as the child runs it, sent through the same encoding, held to ``expected``."""
+    try:
+        answer = encode_arrays(run_one(check, module, seed))
+    except Exception as exc:  # noqa: BLE001 - the child reports any exception as the re-check failing
+        return f"{type(exc).__name__}: {exc}"
+    return compare(decode_arrays(answer), expected)
 
 
 def expected_outputs(seed: int, names: list[str] | None = None) -> dict[str, dict[str, np.ndarray] | str]:
@@ -159,9 +229,7 @@ def child_main(argv: list[str] | None = None) -> int:
         guard.uses.clear()
         try:
             with alarm.time_limit(seconds, f"the re-check {name}"):
-                torch.manual_seed(0)
-                with torch.no_grad():
-                    arrays = check.run(sub.module, seed)
+                arrays = run_one(check, sub, seed)  # a missing name raises loader.NotSubmitted
             if guard.uses:
                 raise forbidden.ForbiddenAPIError(guard.uses[0].message)
             message = {"kind": "recheck", "name": name, "arrays": encode_arrays(arrays)}
@@ -169,7 +237,8 @@ def child_main(argv: list[str] | None = None) -> int:
             message = {"kind": "recheck", "name": name, "error": f"did not finish in {seconds:g} s"}
         except (Exception, KeyboardInterrupt, SystemExit) as exc:  # whatever the submission raises fails it
             text = str(exc).strip().splitlines()
-            message = {"kind": "recheck", "name": name, "error": f"{type(exc).__name__}: {text[0][:300] if text else ''}"}
+            message = {"kind": "recheck", "name": name, "error": f"{type(exc).__name__}: {text[0][:300] if text else ''}",
+                       "missing": isinstance(exc, loader.NotSubmitted)}  # a name the submission does not define
         channel.send(message)
     channel.send({"kind": "recheck-done"})
     channel.close()

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import torch
 
+import numpy as np
+
 from .. import behaviour as bp
-from ..registry import Component, pitfall
+from .. import inputs, loader
+from ..registry import Component, Recheck, pitfall
 
 NAMES = (
 
@@ -52,11 +55,96 @@ def behaviour(impl, f: bp.Features) -> None:
     f["causal_mask_0"] = bp.names_arg(lambda: impl.causal_mask(0), "seq_len")
 
 
+# The re-checks: one a golden case, the same call with the bad argument of the same kind (zero stays
+# zero; a negative, a non-integral float, a rate above one, a length past max_len are drawn) and the
+# other arguments drawn valid, chosen so that only the checked rule is broken. The outcome is what
+# the anchor asserts (testing.assert_raises_naming: ValueError or TypeError whose message contains
+# one of the names), as arrays; the reference's is True, True.
+BAD = "spec_tests/test_bad_arguments.py::test_bad_argument_raises_an_error_naming_it"
+BEHAVIOURS = "spec_tests/test_behaviours.py::"
+
+
+def outcome(call, *names: str) -> dict[str, np.ndarray]:
+    """Whether ``call()`` raised ValueError or TypeError, and whether its message names one of ``names``."""
+    try:
+        call()
+    except loader.SubmissionError:
+        raise  # a name not submitted (or a refused call) is the child's to report, not a wrong answer
+    except (ValueError, TypeError) as exc:
+        message = str(exc).lower()
+        return {"raised_value_or_type_error": np.array([True]),
+                "message_names_the_argument": np.array([any(n.lower() in message for n in names)])}
+    except Exception:  # noqa: BLE001 - another kind of error is a wrong answer, not a crash of the re-check
+        pass
+    return {"raised_value_or_type_error": np.array([False]), "message_names_the_argument": np.array([False])}
+
+
+def _draw(seed: int):
+    g = inputs.generator(seed + 1)
+    return lambda low, high: int(torch.randint(low, high + 1, (), generator=g))
+
+
+def _case(build):
+    """A re-check from ``build(impl, draw) -> (call, names)``, ``draw(low, high)`` an int from the seed."""
+    def run(mod, seed):
+        call, names = build(mod, _draw(seed))
+        return outcome(call, *names)
+    return run
+
+
+def _heads_not_dividing(impl, draw, cls):
+    h = draw(3, 6)
+    d_model = 2 * draw(h, 3 * h)  # even (a sinusoidal table of odd width is not asked for), above num_heads
+    while d_model % h == 0:
+        d_model += 2
+    kwargs = {"MultiHeadAttention": {}, "MiniGPT": dict(num_layers=1, d_ff=16, max_len=8)}[cls]
+    args = (11,) if cls == "MiniGPT" else ()
+    return lambda: getattr(impl, cls)(*args, d_model=d_model, num_heads=h, **kwargs), ("num_heads", "d_model")
+
+
+def _too_long(impl, draw):
+    m = draw(2, 8)
+    x = inputs.randn(1, m + draw(1, 4), 8, seed=draw(0, 99))
+    return lambda: impl.SinusoidalPositionEncoding(8, max_len=m)(x), ("max_len",)
+
+
+def _sdpa_float_mask(impl, draw):
+    q, k, v = (inputs.randn(2, 3, 4, seed=draw(0, 99)), inputs.randn(2, 5, 4, seed=draw(0, 99)),
+               inputs.randn(2, 5, 6, seed=draw(0, 99)))
+    mask = (torch.rand(3, 5, generator=inputs.generator(draw(0, 99))) < 0.5).float()
+    return lambda: impl.scaled_dot_product_attention(q, k, v, mask), ("mask",)
+
+
+CASES = {  # name -> (anchor, build(impl, draw) -> (call, names))
+    "MultiHeadAttention_num_heads_zero": (f"{BAD}[MultiHeadAttention_num_heads_zero]", lambda impl, draw: (
+        lambda: impl.MultiHeadAttention(d_model=2 * draw(1, 8), num_heads=0), ("num_heads",))),
+    "MultiHeadAttention_d_model_negative": (f"{BAD}[MultiHeadAttention_d_model_negative]", lambda impl, draw: (
+        lambda: impl.MultiHeadAttention(d_model=-2 * draw(1, 8), num_heads=2), ("d_model",))),
+    "FeedForward_d_ff_zero": (f"{BAD}[FeedForward_d_ff_zero]", lambda impl, draw: (
+        lambda: impl.FeedForward(draw(1, 16), 0), ("d_ff",))),
+    "MiniGPT_vocab_size_zero": (f"{BAD}[MiniGPT_vocab_size_zero]", lambda impl, draw: (
+        lambda: impl.MiniGPT(0, d_model=2 * draw(1, 8), num_heads=2), ("vocab_size",))),
+    "sdpa_mask_not_bool": (f"{BAD}[sdpa_mask_not_bool]", _sdpa_float_mask),
+    "generate_top_k_zero": (f"{BAD}[generate_top_k_zero]", lambda impl, draw: (
+        lambda: impl.MiniGPT(11, d_model=8, num_heads=2, num_layers=1, d_ff=16, max_len=8, dropout=0.0).generate(
+            [draw(0, 10), draw(0, 10)], max_new_tokens=draw(1, 3), top_k=0), ("top_k",))),
+    "d_model_not_divisible_by_num_heads[MultiHeadAttention]": (
+        f"{BEHAVIOURS}test_d_model_not_divisible_by_num_heads[MultiHeadAttention]",
+        lambda impl, draw: _heads_not_dividing(impl, draw, "MultiHeadAttention")),
+    "d_model_not_divisible_by_num_heads[MiniGPT]": (
+        f"{BEHAVIOURS}test_d_model_not_divisible_by_num_heads[MiniGPT]",
+        lambda impl, draw: _heads_not_dividing(impl, draw, "MiniGPT")),
+    "sequence_longer_than_max_len[SinusoidalPositionEncoding]": (
+        f"{BEHAVIOURS}test_sequence_longer_than_max_len[SinusoidalPositionEncoding]",
+        _too_long),
+}
+
+RECHECKS = tuple(Recheck(f"errors[{name}]", "errors", (anchor,), _case(build)) for name, (anchor, build) in CASES.items())
+
+
 COMPONENT = Component(
     "errors", label="err", points=6, order=11, depends_on=(),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour,
     why_no_names="the argument checks belong to the other components' names; their tests are graded here",
-    why_no_rechecks=(
-        "argument checks raise errors instead of returning arrays to compare"
-    ),
+    rechecks=RECHECKS,
 )

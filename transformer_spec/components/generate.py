@@ -6,11 +6,12 @@ Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .. import behaviour as bp
-from .. import inputs
-from ..registry import Component, Name, pitfall
+from .. import inputs, recheck
+from ..registry import Component, Name, Recheck, pitfall
 
 #: Generation mistakes are written against the plain (uncached) loop, as a student writes it.
 _NO_CACHE = ("minigpt.py", "generator=None,\n                 use_cache=True):",
@@ -90,11 +91,72 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "modes", modes)
 
 
+def clear_steps(model, tokens: list[int], prompt: int, gap: float) -> int:
+    """How many of the generated steps, from the first, had a top-1/top-2 logit gap of at least
+    ``gap`` in ``model``'s own forward (the last ``max_len`` tokens before each step, as generate
+    feeds them): up to there the greedy choice is fixed for every correct implementation; a
+    near-tie (float rounding, or a tie broken either way) may go either way, and so may the rest."""
+    window = recheck.SNAPSHOT_MINIGPT["max_len"]  # the model is the snapshot's (see _greedy)
+    for step in range(len(tokens) - prompt):
+        logits = model(torch.tensor([tokens[: prompt + step][-window:]]))[0][0, -1]
+        top2 = torch.topk(logits, 2).values
+        if float(top2[0] - top2[1]) < gap:
+            return step
+    return len(tokens) - prompt
+
+
+def _prompt(seed: int, length: int) -> list[int]:
+    return torch.randint(0, recheck.SNAPSHOT_MINIGPT["vocab_size"], (length,), generator=inputs.generator(seed + 1)).tolist()
+
+
+def _greedy(prompt_length: int, new: int, gap: float, train: bool = False, **options):
+    """generate from a seeded prompt of ``prompt_length`` tokens on the snapshot's MiniGPT with weights
+    from the secret seed (called in train() mode with dropout 0.5 if ``train``): the whole list (its
+    length counts), compared up to the first step whose greedy choice is not clear by ``gap``
+    (decided on the reference's side, see :func:`clear_steps`)."""
+    def run(mod, seed):
+        model = recheck.snapshot_minigpt(mod, seed, **({"dropout": 0.5} if train else {}))
+        prompt = _prompt(seed, prompt_length)
+        kwargs = {k: (inputs.generator(seed + 2) if v == "generator" else v) for k, v in options.items()}
+        if train:
+            model.train()
+        got = [int(t) for t in model.generate(list(prompt), max_new_tokens=new, **kwargs)]
+        if len(got) != prompt_length + new or got[:prompt_length] != prompt:
+            return {"tokens": np.array(got, dtype=np.int64)}  # the wrong length or seed: fails by shape or value
+        clear = clear_steps(model.eval(), got, prompt_length, gap)
+        return recheck.Outputs({"tokens": np.array(got, dtype=np.int64)}, first={"tokens": prompt_length + clear})
+    return run
+
+
+def _mode_restored(mod, seed):
+    """test_generate_restores_the_callers_mode[train]: sampling from a model in train() mode leaves
+    every module in train() mode."""
+    model = recheck.snapshot_minigpt(mod, seed, dropout=0.5).train()
+    model.generate(_prompt(seed, 2), max_new_tokens=3, temperature=1.0, generator=inputs.generator(seed + 2))
+    return {"every_module_in_train_mode": np.array([all(m.training for m in model.modules())])}
+
+
+SNAPSHOTS = "spec_tests/test_snapshots.py::"
+BEHAVIOURS = "spec_tests/test_behaviours.py::"
+#: a gap of 1e-4 is far above what float64 rounding (or a float32 sinusoidal table, ~4e-8) moves a
+#: logit; with temperature 1e-3 a gap of 0.05 leaves another token a probability below 12 e^-50
+RECHECKS = (
+    Recheck("generate[greedy]", "generate", (f"{SNAPSHOTS}test_generate_greedy_snapshot",),
+            _greedy(3, 7, 1e-4, temperature=0)),
+    Recheck("generate[window]", "generate", (f"{SNAPSHOTS}test_generate_window_when_seed_is_longer_than_max_len",),
+            _greedy(11, 4, 1e-4, temperature=0)),
+    Recheck("generate[top_k_1]", "generate", (f"{SNAPSHOTS}test_generate_top_k_1_is_greedy",),
+            _greedy(3, 7, 1e-4, temperature=0.8, top_k=1, generator="generator")),
+    Recheck("generate[tiny_temperature]", "generate", (f"{SNAPSHOTS}test_generate_tiny_temperature_is_greedy",),
+            _greedy(3, 7, 0.05, temperature=1e-3, generator="generator")),
+    Recheck("generate[train_mode]", "generate", (f"{BEHAVIOURS}test_generate_runs_in_eval_mode",),
+            _greedy(2, 6, 1e-4, train=True, temperature=0)),
+    Recheck("generate[mode_restored]", "generate", (f"{BEHAVIOURS}test_generate_restores_the_callers_mode[train]",),
+            _mode_restored),
+)
+
+
 COMPONENT = Component(
     "generate", label="gen", points=8, order=9, depends_on=("minigpt",),
-    names=NAMES, pitfalls=PITFALLS, behaviour=behaviour,
-    why_no_rechecks=(
-        "no re-check written yet; greedy decoding could have one (sampled tokens depend on how a "
-        "submission draws from the generator, which the contract leaves free)"
-    ),
+    names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

@@ -9,7 +9,8 @@ from __future__ import annotations
 import torch
 
 from .. import behaviour as bp
-from ..registry import Component, Name, pitfall
+from .. import inputs, recheck
+from ..registry import Component, Name, Recheck, pitfall
 
 NAMES = (
     Name("MiniGPT", "minigpt", "module",
@@ -77,11 +78,39 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "dropout_zero_is_eval_in_train", dropout_zero_is_eval_in_train)
 
 
+SNAPSHOTS = "spec_tests/test_snapshots.py::"
+#: spec_tests/test_snapshots.py compares MiniGPT's float64 outputs with rtol = atol = 1e-6 (a
+#: sinusoidal table built in float32, which the contract allows, moves the logits by ~4e-8)
+SNAPSHOT_TOL = {"rtol": 1e-6, "atol": 1e-6}
+
+
+def _snapshot_case(mod, seed):
+    """The snapshot's MiniGPT with weights from ``seed``, and a (2, max_len) batch of tokens."""
+    c = recheck.SNAPSHOT_MINIGPT
+    tokens = torch.randint(0, c["vocab_size"], (2, c["max_len"]), generator=inputs.generator(seed + 1))
+    return recheck.snapshot_minigpt(mod, seed), tokens
+
+
+def _logits(mod, seed):
+    model, tokens = _snapshot_case(mod, seed)
+    logits, _ = model(tokens)
+    return recheck.Outputs(recheck.as_numpy(logits=logits), **SNAPSHOT_TOL)
+
+
+def _attn_maps(mod, seed):
+    model, tokens = _snapshot_case(mod, seed)
+    _, attn_maps = model(tokens, return_attn=True)
+    return recheck.Outputs(recheck.as_numpy(attn_maps=torch.stack(list(attn_maps))), **SNAPSHOT_TOL)
+
+
+RECHECKS = (
+    Recheck("minigpt[logits]", "minigpt", (f"{SNAPSHOTS}test_minigpt_logits_snapshot[float64]",), _logits),
+    Recheck("minigpt[attn_maps]", "minigpt", (f"{SNAPSHOTS}test_minigpt_attention_maps_snapshot[float64]",),
+            _attn_maps),
+)
+
+
 COMPONENT = Component(
     "minigpt", label="gpt", points=10, order=8, depends_on=("encoder", "position"),
-    names=NAMES, pitfalls=PITFALLS, behaviour=behaviour,
-    why_no_rechecks=(
-        "no re-check written yet; the parts it is built from (attention, mha, ffn, encoder, "
-        "position) are re-checked"
-    ),
+    names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

@@ -9,7 +9,8 @@ from __future__ import annotations
 import torch
 
 from .. import behaviour as bp
-from ..registry import Component, Name, pitfall
+from .. import inputs, recheck
+from ..registry import Component, Name, Recheck, pitfall
 
 NAMES = (
     Name("Seq2SeqTransformer", "seq2seq", "module",
@@ -76,11 +77,74 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "future_target_changes_earlier_logits", future_changes_past)
 
 
+# The re-checks. The contract leaves Seq2SeqTransformer's embeddings, final norms and output
+# projection free (their names too), so no two correct implementations share its logits: each
+# re-check is one of the properties' laws instead, on a model whose every parameter (by its own
+# names) is drawn from the secret seed, as the properties draw them. It returns the law's residual,
+# the difference of two logit tensors that every correct implementation makes equal (the reference's
+# is zero up to float64 rounding, ~1e-15; compare's atol is 1e-8).
+LAWS = "properties/"
+
+
+def _seeded(mod, seed: int, **config):
+    """A float64 Seq2SeqTransformer in eval mode (the default dropout kept: it must not act there),
+    one encoder and one decoder layer, every parameter drawn from ``seed``."""
+    model = mod.Seq2SeqTransformer(num_encoder_layers=1, num_decoder_layers=1, **config).double()
+    return recheck.with_weights(model, recheck.own_shapes(model), seed)
+
+
+def _ints(low: int, high: int, shape, gen) -> torch.Tensor:
+    return torch.randint(low, high + 1, tuple(shape), generator=gen)
+
+
+def _source_padding(mod, seed):
+    """test_seq2seq_source_padding_does_not_change_logits: pad tokens appended to the source."""
+    g = inputs.generator(seed + 1)
+    b, ls, lt, extra = (int(_ints(lo, hi, (), g)) for lo, hi in ((1, 2), (1, 6), (1, 6), (1, 4)))
+    src, tgt = _ints(1, 5, (b, ls), g), _ints(0, 6, (b, lt), g)
+    model = _seeded(mod, seed, src_vocab_size=6, tgt_vocab_size=7, d_model=4, num_heads=2, d_ff=8, max_len=10)
+    padded = torch.cat([src, torch.zeros(b, extra, dtype=torch.long)], dim=1)
+    return recheck.as_numpy(padded_minus_unpadded=model(padded, tgt) - model(src, tgt))
+
+
+def _interior_pad(mod, seed):
+    """test_seq2seq_pad_positions_are_invisible_wherever_they_are: the same weights with pad_id 0 and
+    5, the source's pads (one between real tokens) written 0 and 5."""
+    g = inputs.generator(seed + 1)
+    b, n, lt = (int(_ints(lo, hi, (), g)) for lo, hi in ((1, 2), (2, 6), (1, 6)))
+    src = _ints(1, 4, (b, n), g).masked_fill(_ints(0, 1, (b, n), g).bool(), 0)
+    src[0, int(_ints(0, n - 2, (), g))], src[0, -1] = 0, int(_ints(1, 4, (), g))
+    tgt = _ints(1, 4, (b, lt), g)
+    config = dict(src_vocab_size=6, tgt_vocab_size=7, d_model=8, num_heads=2, d_ff=8, max_len=10)
+    with_0 = _seeded(mod, seed, pad_id=0, **config)(src, tgt)
+    with_5 = _seeded(mod, seed, pad_id=5, **config)(src.masked_fill(src == 0, 5), tgt)
+    return recheck.as_numpy(pad_5_minus_pad_0=with_5 - with_0)
+
+
+def _future_target(mod, seed):
+    """test_seq2seq_logits_unaffected_by_future_target_tokens: the target changed after position t."""
+    g = inputs.generator(seed + 1)
+    b, ls, lt = (int(_ints(lo, hi, (), g)) for lo, hi in ((1, 2), (1, 8), (2, 8)))
+    src, tgt = _ints(0, 5, (b, ls), g), _ints(0, 6, (b, lt), g)
+    t = int(_ints(0, lt - 2, (), g))  # at least one position after t, and every one of them changed
+    tgt2 = tgt.clone()
+    tgt2[:, t + 1:] = (tgt[:, t + 1:] + _ints(1, 6, (b, lt - t - 1), g)) % 7
+    model = _seeded(mod, seed, src_vocab_size=6, tgt_vocab_size=7, d_model=4, num_heads=2, d_ff=8, max_len=8)
+    return recheck.as_numpy(changed_minus_unchanged=model(src, tgt2)[:, : t + 1] - model(src, tgt)[:, : t + 1])
+
+
+RECHECKS = (
+    Recheck("seq2seq[source_padding]", "seq2seq",
+            (f"{LAWS}test_model_laws.py::test_seq2seq_source_padding_does_not_change_logits",), _source_padding),
+    Recheck("seq2seq[interior_pad]", "seq2seq",
+            (f"{LAWS}test_seq2seq_padding.py::test_seq2seq_pad_positions_are_invisible_wherever_they_are",),
+            _interior_pad),
+    Recheck("seq2seq[future_target]", "seq2seq",
+            (f"{LAWS}test_causality.py::test_seq2seq_logits_unaffected_by_future_target_tokens",), _future_target),
+)
+
+
 COMPONENT = Component(
     "seq2seq", label="s2s", points=8, order=10, depends_on=("masks", "encoder", "decoder", "position"),
-    names=NAMES, pitfalls=PITFALLS, behaviour=behaviour,
-    why_no_rechecks=(
-        "the contract leaves the embedding, final-norm and output-projection names free, so known "
-        "weights cannot be set"
-    ),
+    names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

@@ -1,0 +1,72 @@
+"""Every hidden re-check agrees with every correct implementation and disagrees with a known mistake.
+
+A re-check that calls correct code wrong is worse than none (the class grader would void an honest
+student's component, or call it ``tampering``), and one that cannot fail counts for nothing. So each
+re-check is run in this process as the re-check child runs it (:func:`transformer_spec.recheck.disagreement`:
+the loaded submission, the same seeding, the same encoding of the answer, the parent's comparison)
+and must agree with the reference's outputs on 20 seeds for the reference itself and for
+``tests/independent/`` (written without looking at ``reference/``), agree for every allowed
+variation (:mod:`transformer_spec.variations`) on two seeds, and disagree with some pitfall of its
+own component on each of three seeds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from transformer_spec import loader, recheck, registry
+from transformer_spec.patching import load_patched_reference
+from transformer_spec.variations import CATALOGUE
+
+pytestmark = pytest.mark.filterwarnings("ignore:Initializing zero-element tensors is a no-op")
+
+CHECKS = registry.rechecks()
+SEEDS = [90_001 + 7_919 * i for i in range(20)]  # any seeds: the class grader draws a secret one
+VARIATION_SEEDS = SEEDS[:2]
+INDEPENDENT = Path(__file__).resolve().parent / "independent" / "alt_submission.py"
+
+
+@pytest.fixture(scope="module")
+def expected():
+    """(re-check name, seed) -> the reference's outputs, as the parent computes them."""
+    return {(r.name, s): recheck.expected_outputs(s, [r.name])[r.name] for r in CHECKS for s in SEEDS}
+
+
+def _disagreements(sub, checks, seeds, expected) -> list[str]:
+    """What the class grader would say of ``sub`` (a loaded submission, as the child passes it)."""
+    return [f"{r.name} seed {s}: {why}" for r in checks for s in seeds
+            if (why := recheck.disagreement(r, sub, s, expected[(r.name, s)])) is not None]
+
+
+def test_every_component_is_rechecked():
+    assert [c.name for c in registry.components() if not c.rechecks] == [], "components without re-checks"
+
+
+@pytest.mark.parametrize("who", ["reference", "independent"])
+def test_rechecks_agree_with_correct_implementations_on_many_seeds(who, expected):
+    sub = loader.load("reference" if who == "reference" else str(INDEPENDENT))
+    assert _disagreements(sub, CHECKS, SEEDS, expected) == []
+
+
+@pytest.mark.parametrize("variation", CATALOGUE, ids=lambda v: v.name)
+def test_rechecks_agree_with_every_allowed_variation(variation, expected, tmp_path):
+    sub = load_patched_reference(tmp_path, variation.patches, f"v_{variation.name}")
+    assert _disagreements(sub, CHECKS, VARIATION_SEEDS, expected) == []
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory):
+    """Pitfall name -> the reference with that mistake (every pitfall of a re-checked component)."""
+    root = tmp_path_factory.mktemp("pitfalls")
+    return {p.name: load_patched_reference(root, p.patches, f"p_{p.name}")
+            for c in {r.component for r in CHECKS} for p in registry.get(c).pitfalls}
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda r: r.name)
+def test_each_recheck_fails_a_pitfall_of_its_component(check, broken, expected):
+    """Some pitfall of the component is caught on each of three seeds (not by one lucky draw)."""
+    caught = [p.name for p in registry.get(check.component).pitfalls
+              if len(_disagreements(broken[p.name], [check], SEEDS[:3], expected)) == 3]
+    assert caught, f"re-check {check.name} agrees with every pitfall of {check.component}: it cannot fail"
