@@ -1,6 +1,9 @@
 """Write the student starter kit: the reference with every solution region replaced by a stub.
 
     python -m tools.release --out DIR [--name my_transformer] [--force]
+    python -m tools.release --gradescope OUT.zip [--force] [--rubric FILE] [--tests PATH...] [limits]
+
+The second form writes the Gradescope autograder bundle (:mod:`tools.gradescope_bundle`).
 
 Every region of ``reference/`` between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` (nbgrader's
 convention) becomes, at the region's indentation::
@@ -147,18 +150,35 @@ def release(out: Path, name: str = "my_transformer", force: bool = False) -> Pat
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import gradescope_bundle
+
     parser = argparse.ArgumentParser(
         prog="python -m tools.release",
-        description="Write the student starter kit: reference/ with every solution region replaced by "
-                    "raise NotImplementedError(...).",
+        description="Write the student starter kit (--out DIR: reference/ with every solution region replaced by "
+                    "raise NotImplementedError(...)), or the Gradescope autograder bundle (--gradescope OUT.zip).",
     )
-    parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder to write the kit to")
-    parser.add_argument("--name", default="my_transformer", help="the kit's package name (default: my_transformer)")
-    parser.add_argument("--force", action="store_true", help="overwrite DIR/<name> if it exists")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--out", type=Path, metavar="DIR", help="folder to write the starter kit to")
+    mode.add_argument("--gradescope", type=Path, metavar="OUT.zip",
+                      help="write the Gradescope autograder zip (setup.sh, run_autograder, this project)")
+    parser.add_argument("--name", default=None, help="the kit's package name (default: my_transformer; --out only)")
+    parser.add_argument("--force", action="store_true", help="overwrite DIR/<name> or OUT.zip if it exists")
+    gradescope_bundle.add_arguments(parser.add_argument_group(
+        "grading settings of the bundle (--gradescope only; run_autograder passes them to tools.grade single)"))
     args = parser.parse_args(argv)
     try:
-        pkg = release(args.out, args.name, args.force)
-    except ReleaseError as exc:
+        if args.gradescope is not None:
+            if args.name is not None:
+                raise ReleaseError("--name applies to the starter kit (--out DIR), not to --gradescope")
+            names = gradescope_bundle.build(args.gradescope, args, args.force)
+            print(f"Gradescope autograder written to {args.gradescope} ({len(names)} files); upload it as the "
+                  "assignment's autograder zip (docs/grading.md)")
+            return 0
+        given = gradescope_bundle.differs_from_defaults(args)
+        if given:
+            raise ReleaseError(f"{given[0]} applies to the Gradescope bundle (--gradescope OUT.zip), not to --out")
+        pkg = release(args.out, args.name or "my_transformer", args.force)
+    except (ReleaseError, gradescope_bundle.BundleError) as exc:
         print(f"release: error: {exc}", file=sys.stderr)
         return 2
     print(f"starter kit written to {pkg}; students run: python -m pytest spec_tests properties --impl {pkg}")

@@ -1,0 +1,204 @@
+"""The Gradescope autograder bundle (``python -m tools.release --gradescope OUT.zip``), end to end:
+built, laid out under ``$AUTOGRADER_ROOT`` as Gradescope lays it out, and run as Gradescope runs it.
+
+The bundle's ``run_autograder`` runs in this test's environment (``PYTHON`` is this interpreter):
+only ``setup.sh``'s apt-get and pip part is not run here; its text is checked instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tests.test_grading import GRADESCOPE_SCHEMA
+from tools import grade, gradescope_bundle, release
+from tools.grade.cli import build_single_parser, settings_of
+from transformer_spec.patching import REFERENCE_DIR, write_patched_reference
+from transformer_spec.pitfalls import by_name
+
+REPO = Path(__file__).resolve().parent.parent
+# A small file of the suite (attention and multi-head attention): the gradings stay short.
+SMALL = "spec_tests/test_seed001_worked_example.py"
+SETTINGS = ["--tests", SMALL, "--time-limit", "60", "--test-timeout", "20", "--wall", "150", "--memory-mb", "2500"]
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bundle") / "autograder.zip"
+    assert release.main(["--gradescope", str(out), *SETTINGS]) == 0
+    return out
+
+
+def _lay_out(bundle: Path, root: Path) -> None:
+    """What Gradescope does: the zip extracted (modes kept) into source/, run_autograder copied to
+    the root, empty submission/ and results/."""
+    source = root / "source"
+    with zipfile.ZipFile(bundle) as zf:
+        for info in zf.infolist():
+            zf.extract(info, source)
+            os.chmod(source / info.filename, (info.external_attr >> 16) & 0o777 or 0o644)
+    shutil.copy2(source / "run_autograder", root / "run_autograder")
+    (root / "submission").mkdir()
+    (root / "results").mkdir()
+
+
+def _run_autograder(root: Path, python: str = sys.executable) -> dict:
+    env = dict(os.environ, AUTOGRADER_ROOT=str(root), PYTHON=python)
+    proc = subprocess.run([str(root / "run_autograder")], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads((root / "results" / "results.json").read_text())
+    jsonschema.validate(results, GRADESCOPE_SCHEMA)
+    return results
+
+
+def _scores(results: dict) -> dict[str, tuple[float, float, str]]:
+    return {t["name"]: (t["score"], t["max_score"], t["status"]) for t in results["tests"]}
+
+
+def _submit_correct(submission: Path) -> None:
+    # The package's files uploaded as they are: submission/ itself is the package.
+    shutil.copytree(REFERENCE_DIR, submission, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def _submit_unscaled(submission: Path) -> None:
+    # A package folder uploaded: submission/my_transformer/.
+    write_patched_reference(submission, by_name()["no_scaling"].patches, "my_transformer")
+
+
+@pytest.mark.timeout(600)  # two gradings; a loaded machine may need more than the default 120 s
+@pytest.mark.parametrize("submit", [_submit_correct, _submit_unscaled], ids=["correct", "unscaled"])
+def test_run_autograder_writes_what_the_single_grader_writes(bundle, tmp_path, submit):
+    root = tmp_path / "autograder"
+    _lay_out(bundle, root)
+    submit(root / "submission")
+    results = _run_autograder(root)
+    direct = tmp_path / "direct.json"
+    assert grade.main(["single", str(root / "submission"), "--results-json", str(direct), *SETTINGS,
+                       "--no-progress"]) == 0
+    expected = json.loads(direct.read_text())
+    assert _scores(results) == _scores(expected)
+    assert results["score"] == expected["score"]
+    total = sum(t["max_score"] for t in results["tests"])
+    if submit is _submit_correct:
+        assert results["score"] == pytest.approx(total) and total > 0
+    else:
+        lost = {t["tags"][0] for t in results["tests"] if t["score"] < t["max_score"]}
+        assert results["score"] < total and "attention" in lost
+
+
+@pytest.mark.timeout(300)
+def test_run_autograder_leaves_a_results_json_when_grading_fails(bundle, tmp_path):
+    root = tmp_path / "autograder"
+    _lay_out(bundle, root)
+    (root / "submission").rmdir()  # the grader stops with a usage error and writes nothing
+    results = _run_autograder(root)
+    assert results["score"] == 0 and results["tests"] == []
+    assert "could not grade this submission" in results["output"]
+    assert "no such file or folder" in results["output"]
+    # No usable Python at all: the script's own fixed message.
+    (root / "submission").mkdir()
+    results = _run_autograder(root, python="false")
+    assert results["score"] == 0 and "could not grade this submission" in results["output"]
+
+
+def test_bundle_holds_the_scripts_and_the_project_and_nothing_else(bundle):
+    with zipfile.ZipFile(bundle) as zf:
+        infos = {i.filename: i for i in zf.infolist()}
+    for script in ("setup.sh", "run_autograder"):
+        assert script in infos, f"{script} must be at the zip's top level"
+        assert (infos[script].external_attr >> 16) & stat.S_IXUSR, f"{script} must be executable"
+    for needed in ("pyproject.toml", "constraints.txt", "README.md", "conftest.py", "docs/contract.md",
+                   "transformer_spec/rubric.toml", "tools/grade/single.py", "reference/__init__.py",
+                   "spec_tests/test_torch_oracle.py", "properties/__init__.py"):
+        assert needed in infos, needed
+    for name in infos:
+        parts = name.split("/")
+        assert parts[0] not in ("tests", ".git", ".ci", ".hypothesis", ".pytest_cache"), name
+        assert "__pycache__" not in parts and not name.endswith(".pyc"), name
+        assert not any(p.endswith(".egg-info") for p in parts), name
+    tracked = subprocess.run(["git", "ls-files", *gradescope_bundle.INCLUDE], cwd=REPO, capture_output=True,
+                             text=True)
+    if tracked.returncode != 0:
+        pytest.skip("not a git checkout: the tracked files cannot be listed")
+    missing = [f for f in tracked.stdout.split() if (REPO / f).is_file() and f not in infos]
+    assert not missing, f"tracked files left out of the bundle: {missing}"
+
+
+def _pinned_torch() -> str:
+    lines = [ln for ln in (REPO / "constraints.txt").read_text().splitlines() if ln.startswith("torch==")]
+    assert len(lines) == 1
+    return lines[0].removeprefix("torch==").strip()
+
+
+def test_setup_sh_installs_bubblewrap_and_the_pinned_versions(bundle):
+    with zipfile.ZipFile(bundle) as zf:
+        setup = zf.read("setup.sh").decode()
+        script = zf.read("run_autograder").decode()
+    installs = [ln for ln in setup.splitlines() if ln.startswith("apt-get install")]
+    assert installs and "bubblewrap" in installs[0].split() and "python3-venv" in installs[0].split()
+    assert f'pip install -c constraints.txt "torch=={_pinned_torch()}"' in setup
+    assert 'pip install -c constraints.txt -e ".[dev]"' in setup
+    assert setup.startswith("#!/usr/bin/env bash\n") and "set -euo pipefail" in setup
+    assert script.startswith("#!/usr/bin/env bash\n")
+    for text in (setup, script):
+        check = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
+        assert check.returncode == 0, check.stderr
+    assert '-m tools.grade single "$ROOT/submission" --results-json "$RESULTS"' in script
+    assert f"--tests {SMALL} --time-limit 60.0" in script
+
+
+def test_settings_reach_the_single_grader_unchanged():
+    parser = build_single_parser()
+    built = parser.parse_args(["sub", "--results-json", "r.json", *SETTINGS, "--threads", "2", "--no-rechecks"])
+    passed = gradescope_bundle.settings_arguments(built)
+    again = parser.parse_args(["sub", "--results-json", "r.json", *passed])
+    assert settings_of(again) == settings_of(built)
+    assert gradescope_bundle.settings_arguments(parser.parse_args(["sub", "--results-json", "r.json"])) == []
+
+
+def test_a_rubric_travels_in_the_bundle(tmp_path):
+    rubric = tmp_path / "my_rubric.toml"
+    shutil.copyfile(REPO / "transformer_spec" / "rubric.toml", rubric)
+    out = tmp_path / "ag.zip"
+    assert release.main(["--gradescope", str(out), "--rubric", str(rubric)]) == 0
+    with zipfile.ZipFile(out) as zf:
+        assert zf.read(gradescope_bundle.RUBRIC_NAME) == rubric.read_bytes()
+        assert f'--rubric "$SOURCE/{gradescope_bundle.RUBRIC_NAME}"' in zf.read("run_autograder").decode()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gradescope", "{tmp}/ag.tar"], "--gradescope {tmp}/ag.tar: the bundle's name must end in .zip"),
+    (["--gradescope", "{tmp}/exists.zip"], "--gradescope {tmp}/exists.zip: already exists; remove it or pass --force"),
+    (["--gradescope", "{tmp}/folder.zip", "--force"], "--gradescope {tmp}/folder.zip: is a folder"),
+    (["--gradescope", "{tmp}/ag.zip", "--name", "kit"], "--name applies to the starter kit"),
+    (["--gradescope", "{tmp}/ag.zip", "--tests", "tests"], "--tests tests: not a file or folder of the suite"),
+    (["--gradescope", "{tmp}/ag.zip", "--rubric", "{tmp}/none.toml"], "none.toml: cannot be read"),
+    (["--out", "{tmp}/kit", "--tests", SMALL], "--tests applies to the Gradescope bundle"),
+    (["--out", "{tmp}/kit", "--rubric", "{tmp}/none.toml"], "--rubric applies to the Gradescope bundle"),
+])
+def test_bad_arguments_are_one_line_errors_naming_the_argument(tmp_path, capsys, args, message):
+    (tmp_path / "exists.zip").write_bytes(b"old")
+    (tmp_path / "folder.zip").mkdir()
+    assert release.main([a.format(tmp=tmp_path) for a in args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("release: error: ") and err.count("\n") == 1, err
+    assert message.format(tmp=tmp_path) in err
+    assert (tmp_path / "exists.zip").read_bytes() == b"old" and not (tmp_path / "ag.zip").exists()
+
+
+def test_force_replaces_an_existing_bundle(tmp_path):
+    out = tmp_path / "ag.zip"
+    out.write_bytes(b"old")
+    assert release.main(["--gradescope", str(out), "--force"]) == 0
+    with zipfile.ZipFile(out) as zf:
+        assert "run_autograder" in zf.namelist()
