@@ -149,6 +149,11 @@ class Guard:
         self.armed = True
         self._roots: dict[str, str] = {}  # real path of a forbidden module's folder or file -> its name
 
+    def for_test(self, graded: bool) -> None:
+        """A test starts: forget the uses of the last one; armed for a graded test only."""
+        self.uses.clear()
+        self.armed = graded
+
     def _strict(self) -> bool:
         """Whether a use with no submission frame on the stack is refused here and now."""
         return self.armed and not forbidden_ops.allowed()

@@ -242,8 +242,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     run.current = run.results.get(item.nodeid)
     guard = under_test(item.config).guard
     if guard is not None:
-        guard.uses.clear()
-        guard.armed = run.current is not None  # the project's own (ungraded) tests may use torch freely
+        guard.for_test(graded=run.current is not None)
     if run.current is not None and run.grading:
         random.seed(0)
         import numpy
@@ -379,8 +378,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
                 run.interrupted += " before all tests were collected"
         _publish(session.config, run, final=True)
         sub = under_test(session.config).imported
-        if under_test(session.config).guard is not None:
-            under_test(session.config).guard.armed = False  # the diagnosis loads the reference itself
         if not run.interrupted and sub is not None:
             run.settle(session.config)  # the diagnosis reads the settled kinds, file or not
             run.diagnoses = diagnose.annotate(sub, run.results.values())
