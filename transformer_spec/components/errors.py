@@ -56,8 +56,10 @@ def behaviour(impl, f: bp.Features) -> None:
 
 
 # The re-checks: one a golden case, the same call with the bad argument of the same kind (zero stays
-# zero; a negative, a non-integral float, a rate above one, a length past max_len are drawn) and the
-# other arguments drawn valid, chosen so that only the checked rule is broken. The outcome is what
+# zero; a negative size, a d_model that num_heads does not divide, a length past max_len, a float
+# mask are drawn) and the other arguments drawn valid, chosen so that only the checked rule is
+# broken (each is one a pitfall of this component breaks; a dropout above one is not re-checked: no
+# pitfall breaks its check, so the re-check could not be shown to fail). The outcome is what
 # the anchor asserts (testing.assert_raises_naming: ValueError or TypeError whose message contains
 # one of the names), as arrays; the reference's is True, True.
 BAD = "spec_tests/test_bad_arguments.py::test_bad_argument_raises_an_error_naming_it"
