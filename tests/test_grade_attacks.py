@@ -6,7 +6,8 @@ by ``python -m tools.grade`` (``grade_class``) on the oracle tests only, ``--job
 each submission gets what its honest code earns, the honest students 100 with status ``ok``,
 every student is in the gradebook, nothing of the class still runs, nothing is left on disk
 outside the output folder, the class folder is unchanged, the output folder agrees with itself,
-and the grader's memory stays bounded. About 4-5 min on 2 cores (see ``docs/class_grading.md``).
+and the grader's memory stays bounded; and ``tools.grade single`` (Gradescope's path) gives two
+results.json-rewriting attacks what their code earns. About 5 min on 2 idle cores.
 
 The grader runs in a process of its own (``tests/adversarial/run.py``): an attack on the grader
 process must not take this test down with it, and its command line must name the class and
@@ -18,6 +19,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -159,3 +161,25 @@ def test_no_child_sees_the_home_folder_or_the_repository(graded):
         text = log.read_text(errors="replace") if log.is_file() else ""
         seen = [m for m in e.extra.get("log_forbids", ()) if m in text]
         assert not seen, f"{s}: {seen}"
+
+
+#: Gradescope's path (issue 15, item 1): rewriting results.json at exit, or after the grader is gone
+SINGLE = ["forge_atexit_results", "esc_rewrite_outputs"]
+
+
+@pytest.mark.parametrize("student", SINGLE)
+def test_the_single_grader_gives_what_the_code_earns(graded, tmp_path, student):
+    root, expect, _, got, _, _, _ = graded
+    assert expect[student].points == "buggy" and "base_buggy" in got
+    shutil.copytree(root / "subs" / student, tmp_path / "sub" / student)
+    results = tmp_path / "results.json"
+    run = None
+    try:
+        run = attack_run.grade_single(tmp_path / "sub" / student, results, tmp_path)
+    finally:
+        attack_run.kill_class([str(tmp_path), *(run.tmp_roots if run is not None else [])])
+    assert run.returncode == 0 and not run.timed_out, run.output
+    score = json.loads(results.read_text())["score"]
+    assert score == pytest.approx(got["base_buggy"].total, abs=0.01), \
+        f"{student}: results.json says {score}; its code earns {got['base_buggy'].total} (base_buggy's grade)"
+    assert not run.alive_at_exit, f"processes outlived the single grader: {run.alive_at_exit[:5]}"

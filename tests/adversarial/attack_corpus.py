@@ -98,7 +98,8 @@ def build_attacks(dest: Path, only: set[str] | None = None) -> dict[str, Expect]
             ex[name] = Expect(("tampering", "import-error"), "zero", zero=ALL, note="implements nothing")
     if want("forge_buggy_anchors_fail"):
         patched_package(dest, "forge_buggy_anchors_fail", [SCALE], append=attacks.FORGE_CHILD_REPORT_ANCHORS_FAIL)
-        ex["forge_buggy_anchors_fail"] = Expect("tampering", "at_most_buggy", zero=USES_ATTENTION, full=("ffn",))
+        ex["forge_buggy_anchors_fail"] = Expect("tampering", "at_most_buggy", zero=USES_ATTENTION,
+                                                note="reports its own passing ffn anchor failed: ffn may lose it")
     if want("forge_atexit_results"):
         patched_package(dest, "forge_atexit_results", [SCALE],
              prepend="_TS_ME = 'forge_atexit_results'\n" + attacks.ATEXIT_REWRITE)

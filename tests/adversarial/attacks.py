@@ -247,7 +247,10 @@ def _ts_look():
         print("ts-hostile: read the repository")
     except Exception:
         pass
-_ts_look()
+try:
+    _ts_look()
+except Exception:
+    pass
 '''
 
 # --------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,10 +71,10 @@ def _read(path: str) -> bytes:
 def class_processes(markers: list[str]) -> list[tuple[int, str]]:
     """(pid, command line) of the processes of the class (see the module's docstring)."""
     marks = [m.encode() for m in markers if m]
-    me = os.getpid()
+    mine = _ancestors()
     found = []
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
+        if not name.isdigit() or int(name) in mine:
             continue
         base = f"/proc/{name}"
         cmd = _read(f"{base}/cmdline")
@@ -85,6 +86,19 @@ def class_processes(markers: list[str]) -> list[tuple[int, str]]:
         if any(m in cmd or cwd.startswith(m) or m in env for m in marks):
             found.append((int(name), cmd.replace(b"\0", b" ").decode(errors="replace")[:300]))
     return found
+
+
+def _ancestors() -> set[int]:
+    """This process and its ancestors (whose command lines may name the test's folder)."""
+    pid, seen = os.getpid(), set()
+    while pid > 1 and pid not in seen:
+        seen.add(pid)
+        stat = _read(f"/proc/{pid}/stat").decode(errors="replace")
+        try:
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (IndexError, ValueError):
+            break
+    return seen
 
 
 def kill_class(markers: list[str]) -> None:
@@ -112,6 +126,19 @@ def grade(subs: Path, out: Path, root: Path, *, jobs: int = 2, timeout: float = 
     wait after the grader exits, for processes still running and files still changing;
     ``extra``: more options of ``tools.grade`` (e.g. ``--no-sandbox``)."""
     cmd = [sys.executable, "-m", "tools.grade", str(subs), "--out", str(out), "--jobs", str(jobs), *FAST, *extra]
+    return _watch(cmd, root, lambda pid: [out / ".grade" / f"tmp-root-{pid}.txt"], timeout, later)
+
+
+def grade_single(submission: Path, results: Path, root: Path, *, timeout: float = 300.0,
+                 later: float = 6.0) -> GraderRun:
+    """``python -m tools.grade single SUBMISSION --results-json RESULTS`` (Gradescope's path)."""
+    cmd = [sys.executable, "-m", "tools.grade", "single", str(submission), "--results-json", str(results), *FAST]
+    return _watch(cmd, root, lambda pid: list(Path(tempfile.gettempdir()).glob(
+        f"transformer-spec-single-*/out/.grade/tmp-root-{pid}.txt")), timeout, later)
+
+
+def _watch(cmd: list[str], root: Path, notes, timeout: float, later: float) -> GraderRun:
+    """Run the grader ``cmd`` in ``root``; ``notes(pid)``: where it notes its temp root."""
     log = root / "grader-output.txt"
     start = time.monotonic()
     with open(log, "wb") as f:
@@ -119,7 +146,6 @@ def grade(subs: Path, out: Path, root: Path, *, jobs: int = 2, timeout: float = 
                                 start_new_session=True)
     roots: list[str] = []
     peak, timed_out = 0.0, False
-    note = out / ".grade" / f"tmp-root-{proc.pid}.txt"
     while proc.poll() is None:
         if time.monotonic() - start > timeout:
             timed_out = True
@@ -130,8 +156,8 @@ def grade(subs: Path, out: Path, root: Path, *, jobs: int = 2, timeout: float = 
                     pass
             proc.wait()
             break
-        if not roots and note.is_file():
-            text = note.read_text().strip()
+        for note in notes(proc.pid) if not roots else ():
+            text = note.read_text().strip() if note.is_file() else ""
             if text:
                 roots.append(text)
         peak = max(peak, _peak_mb(proc.pid))
@@ -146,14 +172,18 @@ def grade(subs: Path, out: Path, root: Path, *, jobs: int = 2, timeout: float = 
 
 
 def records(out: Path) -> dict:
-    """The records the output folder holds, by student (``tools.grade.Record``)."""
+    """The records the output folder holds, by student (``tools.grade.Record``; fields the
+    record class does not know, such as an integrity code, are left out)."""
+    from dataclasses import fields
+
     from tools.grade import Record
 
+    names = {f.name for f in fields(Record)}
     got = {}
     for p in sorted((out / "students").glob("*/record.json")):
         try:
             data = json.loads(p.read_text())
-            got[data["student"]] = Record(**data)
+            got[data["student"]] = Record(**{k: v for k, v in data.items() if k in names})
         except (ValueError, TypeError, KeyError):
             continue
     return got
