@@ -3,10 +3,12 @@ its own children, with resume; and the merge of the outputs of shards."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -19,7 +21,7 @@ from .children import kill_all, stop_new_children
 from .decision import empty_record, grade_entry
 from .output import Output, remove_temp_files
 from .record import Record
-from .settings import STATE_DIR, GradeError, Settings
+from .settings import RECORD, STATE_DIR, GradeError, Settings
 from .submissions import Entry, discover, shard_of, submission_hash
 from .suite import Context, Suite, collect_skeleton
 
@@ -37,6 +39,7 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
     if out == submissions or submissions in out.parents:
         raise GradeError("--out must not be inside the submissions folder")
     entries = [e for e in discover(submissions) if shard[1] == 1 or shard_of(e.student, shard[1]) == shard[0]]
+    class_files = folder_hashes(submissions)
     suite = Suite()
     config = {"fingerprint": settings.fingerprint(suite.sha256), "shard": list(shard)}
     state = out / STATE_DIR
@@ -53,6 +56,11 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
         remove_temp_files(out)
         output.adopt_existing()
         output.load_records()
+        for record in output.records.values():  # what a student reads comes from the verified record
+            output.write_derived(record)
+        if output.rejected:
+            print(f"warning: {len(output.rejected)} record(s) in {out} did not verify and are graded again: "
+                  + ", ".join(output.rejected[:10]), file=sys.stderr)
         _remove_old_tmp_roots(state)
     out.mkdir(parents=True, exist_ok=True)
     output.write(state / "config.json", json.dumps(config, indent=1, sort_keys=True) + "\n")
@@ -101,10 +109,25 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
         if bar is not None:
             bar.close()
         output.sweep(protect={tmp_root})
+        changed = sorted(set(class_files.items()) ^ set(folder_hashes(submissions).items()))
+        if changed:
+            print(f"warning: the class folder {submissions} changed while it was graded: "
+                  + ", ".join(sorted({str(p) for p, _ in changed})[:10]), file=sys.stderr)
         return output.records
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
         (state / f"tmp-root-{os.getpid()}.txt").unlink(missing_ok=True)
+
+
+def folder_hashes(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` (links as their target text) -> its SHA-256."""
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_symlink():
+            out[str(p.relative_to(folder))] = "link:" + os.readlink(p)
+        elif p.is_file():
+            out[str(p.relative_to(folder))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
 
 
 def _saved(fut, output: Output, out: Path, comps: list[str], bar) -> None:
@@ -154,6 +177,9 @@ def merge(outs: list[Path], dest: Path) -> dict[str, Record]:
         configs.append(json.loads(cfg.read_text()))
         part = Output(o)
         part.load_records()
+        if part.rejected:
+            raise GradeError(f"{o}: the record(s) of {', '.join(part.rejected[:10])} do not verify (altered, or not "
+                             "written by tools.grade); grade those students again with --resume")
         for s, r in part.records.items():
             if s in records:
                 raise GradeError(f"student {s!r} is in both {sources[s]} and {o}: merge the outputs of distinct shards")
@@ -168,8 +194,11 @@ def merge(outs: list[Path], dest: Path) -> dict[str, Record]:
     for s, src in sources.items():
         sd = src / "students" / s
         for p in sorted(sd.rglob("*")):
-            if p.is_file():
-                output.write(dest / "students" / s / p.relative_to(sd), p.read_bytes())
+            rel = p.relative_to(sd)
+            if p.is_file() and not p.is_symlink() and (rel.parts[0] == "coverage" or rel == Path("log.txt")):
+                output.write(dest / "students" / s / rel, p.read_bytes())
+        output.write_derived(records[s])
+        output.write(output.student_dir(s) / RECORD, output.signed(records[s]))
     output.records = records
     output.write(dest / STATE_DIR / "config.json",
                  json.dumps({"fingerprint": configs[0]["fingerprint"], "merged": [str(o) for o in outs]},

@@ -57,6 +57,11 @@ def launcher_args(tier: str, uid: int | None, mem: int, fsize: int, parent: int)
     return [tier, str(-1 if uid is None else uid), str(mem), str(fsize), str(parent), str(NPROC)]
 
 
+#: the messages a child may send: the run report, and the re-check child's answers
+KINDS = frozenset({outcomes.REPORT, "recheck", "recheck-done", "recheck-import-error"})
+MAX_MESSAGES = 256
+
+
 @dataclass
 class ChildRun:
     messages: list[dict] = field(default_factory=list)
@@ -70,12 +75,17 @@ class ChildRun:
     seconds: float = 0.0
 
     def add(self, messages) -> None:
-        """Keep every message, except that a newer run report replaces the one before (each is a
-        whole snapshot of the run: the parent holds one, however often the child reports)."""
+        """Keep the latest message of each kind (and, for re-checks, of each name), of the kinds the
+        grader reads only: a run report is a whole snapshot of the run, so the parent holds one
+        however often the child reports, and a child cannot grow the parent's memory."""
         for m in messages:
-            if m.get("kind") == outcomes.REPORT:
-                self.messages = [old for old in self.messages if old.get("kind") != outcomes.REPORT]
-            self.messages.append(m)
+            kind = m.get("kind")
+            if kind not in KINDS:
+                continue
+            same = (lambda old: old.get("kind") == kind and old.get("name") == m.get("name"))
+            kept = [old for old in self.messages if not same(old)]
+            if len(kept) < MAX_MESSAGES:
+                self.messages = [*kept, m]
 
     def log(self) -> str:
         text = self.head.decode(errors="replace")

@@ -1,18 +1,18 @@
 """Grading one submission: the pytest child, then the parent decides the grade from the verified
 report (:mod:`transformer_spec.outcomes`), its own list of tests and the hidden re-checks
-(:mod:`transformer_spec.recheck`). The status derives from the tests' outcome kinds."""
+(:mod:`tools.grade.rechecks`). The status derives from the tests' outcome kinds."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 
-from transformer_spec import outcomes, recheck, registry
+from transformer_spec import outcomes, registry
 from transformer_spec.outcomes import Kind
 from transformer_spec.results_file import nodeid_of
 
+from . import rechecks
 from .children import ChildRun, run_child
 from .sandbox import Jail
 from .record import Record, first_line
@@ -22,10 +22,23 @@ from .suite import Context, new_sandbox, pytest_cmd
 
 
 def grade_entry(entry: Entry, ctx: Context) -> tuple[Record, ChildRun | None, Path | None]:
-    """Grade one submission; returns its record, the pytest child's run and the coverage folder."""
+    """Grade one submission; returns its record, the pytest child's run and the coverage folder.
+    A run that crashed (the report stream cut, the process gone) is graded once more, in a fresh
+    sandbox: a crash caused by the host (a kill, a full machine) must not cost the student."""
     subhash = submission_hash(entry)
     if entry.target is None:
         return empty_record(entry, ctx, "no-submission", entry.problem, subhash), None, None
+    record, run, cov = _grade_once(entry, ctx, subhash)
+    if record.status == "crashed":
+        if cov is not None:
+            shutil.rmtree(cov.parent, ignore_errors=True)
+        record, run, cov = _grade_once(entry, ctx, subhash)
+        record.detail = f"{record.detail} (graded twice; both runs crashed)" if record.status == "crashed" \
+            else record.detail
+    return record, run, cov
+
+
+def _grade_once(entry: Entry, ctx: Context, subhash: str) -> tuple[Record, ChildRun | None, Path | None]:
     sandbox = new_sandbox(ctx, entry.student)
     try:
         try:
@@ -40,10 +53,13 @@ def grade_entry(entry: Entry, ctx: Context) -> tuple[Record, ChildRun | None, Pa
             run = run_child(pytest_cmd(ctx, sandbox, str(target)), cwd=work, env=ctx.env(work),
                             limits=lim, extra={}, wall=lim.wall_seconds, jail=jail.seeing(view))
             record = decide(entry, ctx, run, subhash, target, sandbox, jail)
+        record.seconds = round(run.seconds, 2)
         cov = None
         if covdir and (covdir[0] / "htmlcov").is_dir():
             cov = sandbox / "coverage"
             _copy_capped(covdir[0] / "htmlcov", cov)
+        elif covdir:
+            shutil.rmtree(sandbox, ignore_errors=True)
         return record, run, cov
     finally:
         if not ctx.settings.coverage:
@@ -118,14 +134,15 @@ def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path
         passed = kind == Kind.PASSED
         tests.append(dict(t, score=t["max_score"] if passed else 0.0, status="passed" if passed else "failed",
                           output="" if passed else output, kind=kind.value))
-    # Every claimed anchor is re-checked outside the child.
-    tampered = run_rechecks(ctx, target, sandbox, {nodeid_of(t) for t in tests if t["status"] == "passed"}, jail)
+    # Every component with a claimed pass is re-checked outside the child; its passes count only
+    # when the re-check agrees with the reference.
+    voided = rechecks.run_rechecks(ctx, target, sandbox, {nodeid_of(t): t["tags"][0] for t in tests
+                                                          if t["status"] == "passed"}, jail)
     for t in tests:
-        comp = t["tags"][0]
-        if comp in tampered:
-            t.update(score=0.0, status="failed", kind=Kind.CONTRADICTED.value,
-                     output=f"0 points: the grader's hidden re-check of '{comp}' contradicts the passes reported "
-                            f"from inside the submission's process ({tampered[comp]})")
+        v = voided.get(t["tags"][0])
+        if v is not None and t["status"] == "passed":
+            t.update(score=0.0, status="failed", kind=Kind.CONTRADICTED.value, output=v.message(t["tags"][0]))
+    tampered = {c: v.why for c, v in voided.items() if v.contradicted}
     status, detail = status_of(run, last, tampered)
     diagnoses = {} if last is None else {c: _clean(d, sandbox) for c, d in last.diagnoses.items()
                                          if c in registry.names() and c not in tampered}
@@ -169,42 +186,3 @@ def status_of(run: ChildRun, report: outcomes.Report | None, tampered: dict[str,
     if forbidden:
         return "forbidden-api", first_line(forbidden[0].message)
     return "ok", ""
-
-
-def run_rechecks(ctx: Context, target: Path, sandbox: Path, passed_ids: set[str], jail: Jail) -> dict[str, str]:
-    """Components whose claimed passes the hidden re-checks contradict -> why."""
-    if not ctx.settings.rechecks:
-        return {}
-    wanted = [r for r in registry.rechecks() if any(a in passed_ids for a in r.anchors) and r.name in ctx.expected]
-    if not wanted:
-        return {}
-    lim = ctx.settings.limits
-    work = sandbox / "recheck-work"
-    (work / "tmp").mkdir(parents=True, exist_ok=True)
-    run = run_child([sys.executable, "-I", "-m", "transformer_spec.recheck", "--impl", str(target)],
-                    cwd=work, env=ctx.env(work), limits=lim, jail=jail.seeing(ctx.view(sandbox, work, sandbox / "sub")),
-                    extra={"seed": ctx.seed, "rechecks": [r.name for r in wanted], "threads": lim.threads,
-                           "forbidden": list(ctx.rubric.forbidden), "seconds_each": min(30.0, lim.recheck_seconds)},
-                    wall=lim.recheck_seconds)
-    got: dict[str, dict] = {}
-    for m in run.messages:
-        if m.get("kind") == "recheck" and isinstance(m.get("name"), str):
-            got[m["name"]] = m
-    tampered: dict[str, str] = {}
-    for r in wanted:
-        if run.forged:
-            why = f"the re-check process sent {run.forged}"
-        else:
-            m = got.get(r.name)
-            if m is None:
-                why = "the submission's process ended before answering"
-            elif "error" in m:
-                why = str(m["error"])[:300]
-            else:
-                try:
-                    why = recheck.compare(recheck.decode_arrays(m.get("arrays")), ctx.expected[r.name])
-                except (ValueError, KeyError, TypeError) as exc:
-                    why = f"unreadable answer ({exc})"
-        if why and r.component not in tampered:
-            tampered[r.component] = f"re-check {r.name}: {why}"
-    return tampered

@@ -21,6 +21,7 @@ class Record:
     tampered: dict[str, str] = field(default_factory=dict)
     diagnoses: dict[str, str] = field(default_factory=dict)  # component -> the diagnosis of its failures
     sandbox: str = ""  # the tier the children ran in (tools/grade/sandbox.py)
+    seconds: float = 0.0  # the grading child's run time
 
     def row(self, comps: list[str]) -> list[str]:
         return [self.student, self.status, format_points(self.total), format_points(self.possible),
