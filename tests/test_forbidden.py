@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
+import runpy
+import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -182,13 +186,37 @@ def test_a_rubric_that_allows_sdpa_allows_its_operators(tmp_path):
     assert len(guard.uses) == 1
 
 
-def test_the_reference_opened_by_path_is_refused(cheater):
+def _exec_module(path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("_reference_copy", path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+def _via_sys_path(path: Path) -> None:
+    sys.path.insert(0, str(path.parent))
+    try:
+        importlib.import_module(path.stem)
+    finally:
+        sys.path.remove(str(path.parent))
+
+
+def _via_symlink(path: Path) -> None:
+    link = Path(tempfile.mkdtemp()) / "mine.py"
+    link.symlink_to(path)
+    link.read_text()
+
+
+BY_PATH = {"read": Path.read_text, "spec_from_file_location": _exec_module, "runpy": lambda p: runpy.run_path(str(p)),
+           "sys.path": _via_sys_path, "a symlink": _via_symlink}
+
+
+@pytest.mark.parametrize("route", list(BY_PATH))
+def test_the_reference_opened_by_path_is_refused(cheater, route):
     _, guard = cheater
-    with pytest.raises(forbidden.ForbiddenImport, match="its file reference/attention.py, opened by path"):
-        (REPO / "reference" / "attention.py").read_text()
+    with pytest.raises(forbidden.ForbiddenImport, match="its file reference/masks.py, opened by path"):
+        BY_PATH[route](REPO / "reference" / "masks.py")
     with forbidden.oracle():
-        assert "def scaled_dot_product_attention" in (REPO / "reference" / "attention.py").read_text()
-    assert len(guard.uses) == 1
+        assert "def causal_mask" in (REPO / "reference" / "masks.py").read_text()
+    assert guard.uses and all(u.api == "reference" for u in guard.uses)
 
 
 def test_symlinks_leaving_a_submission_are_refused_and_links_inside_it_are_not(tmp_path):

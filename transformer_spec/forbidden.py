@@ -321,6 +321,8 @@ class Guard:
     def _on_file(self, path: str) -> None:
         """A file of a forbidden module was opened by path (from :mod:`.forbidden_files`)."""
         module = next(m for root, m in self._roots.items() if path == root or path.startswith(root + os.sep))
+        if os.sep + "__pycache__" + os.sep in path and path.endswith(f".{sys.implementation.cache_tag}.pyc"):
+            path = importlib.util.source_from_cache(path)  # the source file it was compiled from
         use = self._record(module, self._submission_frame(), via=f" (its file {relative(path)}, opened by path)")
         raise ForbiddenImport(use.message)
 

@@ -75,13 +75,13 @@ def outside_symlinks(path: Path) -> list[tuple[Path, Path]]:
     return out
 
 
-def refuse_outside_symlinks(path: Path, what: str) -> None:
+def refuse_outside_symlinks(path: Path) -> None:
     """Raise :class:`SymlinkOutside` (one line) if ``path`` has a symlink leaving its folder."""
     bad = outside_symlinks(path)
     if bad:
         link, real = bad[0]
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-        raise SymlinkOutside(f"{what}: {link.name} is a symlink to {real}, outside the submission's folder{more}; "
+        raise SymlinkOutside(f"{link.name} is a symlink to {real}, outside the submission's folder{more}; "
                              f"only the submission's own files are graded")
 
 
@@ -184,7 +184,7 @@ def _import_from_path(target: str) -> ModuleType:
     path = Path(target).expanduser().resolve()
     if not path.exists():
         raise FileNotFoundError(f"no such file or folder: {target}")
-    refuse_outside_symlinks(path, "refused")
+    refuse_outside_symlinks(path)
     if path.is_dir():
         init = path / "__init__.py"
         if not init.exists():
@@ -271,7 +271,8 @@ def how_to_fix(target: str, exc: BaseException) -> str:
         return ("check the path after --impl: a .py file, a package folder with __init__.py, "
                 "or an importable module name")
     if isinstance(exc, SymlinkOutside):
-        return "replace each symlink by the file itself (`cp -L`), inside the submission's folder"
+        return ("put your own files in the submission's folder instead of symlinks (`cp -L` copies a link's "
+                "target; the course's reference/ is not allowed)")
     first = own[-1].filename if own else target
     if isinstance(exc, SystemExit):
         return (f"importing must not exit: move the sys.exit() (and any script code) of {first} under "
