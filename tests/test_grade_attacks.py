@@ -7,7 +7,8 @@ each submission gets what its honest code earns, the honest students 100 with st
 every student is in the gradebook, nothing of the class still runs, nothing is left on disk
 outside the output folder, the class folder is unchanged, the output folder agrees with itself,
 and the grader's memory stays bounded; and ``tools.grade single`` (Gradescope's path) gives two
-results.json-rewriting attacks what their code earns. About 5 min on 2 idle cores.
+results.json-rewriting attacks what their code earns. Measured: 551-594 s on this project's shared
+2-core machine under a load of 7-10 from other work (not measured on an idle machine).
 
 The grader runs in a process of its own (``tests/adversarial/run.py``): an attack on the grader
 process must not take this test down with it, and its command line must name the class and
@@ -28,16 +29,16 @@ from tests.adversarial import run as attack_run
 from tests.adversarial.attack_corpus import HONEST, build_attacks
 from tests.adversarial.expect import problems
 
-pytestmark = pytest.mark.timeout(540)
+pytestmark = pytest.mark.timeout(720)
 
 STUDENTS = [
     "base_buggy", "big_frames", "bypass_direct", "bypass_reference_by_path", "bypass_reference_thread",
     "bypass_sdpa_aten_math", "bypass_sdpa_c_nn", "bypass_sdpa_fake_filename", "bypass_sdpa_thread", "bypass_symlinks",
     "esc_append_code", "esc_disk_fill", "esc_edit_results_in_place", "esc_kill_classmates", "esc_many_procs",
     "esc_pipe_junk", "esc_read_secrets", "esc_rewrite_class", "esc_rewrite_outputs", "esc_steal_class_folder",
-    "esc_stop_grader", "forge_atexit_results", "forge_buggy_anchors_fail", "forge_channel_send", "forge_child_report",
+    "esc_steal_sandbox", "esc_stop_grader", "forge_atexit_results", "forge_buggy_anchors_fail", "forge_channel_send", "forge_child_report",
     "forge_child_report_anchors_fail", "forge_raw_frames", "forge_report_hook", "honest_independent",
-    "honest_reference", "hz_steal_sandbox", "zz_kill_grader",
+    "honest_reference", "zz_kill_grader",
 ]
 #: the grader's own memory, in MB, with every report it was sent (the issue measured 1.7 GB)
 MAX_GRADER_MB = 1200
@@ -56,7 +57,7 @@ def graded(tmp_path_factory):
     tmp_before = _tmp_entries()
     run = None
     try:
-        run = attack_run.grade(subs, out, root, jobs=2, timeout=420)
+        run = attack_run.grade(subs, out, root, jobs=2, timeout=600)
         got = attack_run.records(out)
         after = attack_run.tree_hash(subs)
         new_tmp = sorted(_tmp_entries() - tmp_before)
@@ -68,16 +69,10 @@ def graded(tmp_path_factory):
             p.unlink(missing_ok=True)
 
 
-def _ours(name: str) -> bool:
-    """A new entry of /tmp that this run made: an attack's file, or a temp folder of the grader's
-    holding this class's sandboxes (other runs on the machine make temp folders too)."""
-    if name.startswith(attack_run.HOSTILE_FILES):
-        return True
-    try:
-        inside = os.listdir(Path("/tmp") / name) if name.startswith("transformer-spec-") else []
-    except OSError:
-        return False
-    return any(n.split("-")[0] in STUDENTS for n in inside)
+def _ours(name: str, tmp_roots: list[str]) -> bool:
+    """A new entry of /tmp that this run made: an attack's file, or one named after the grader's
+    temp root (other runs on the machine make temp folders of their own at the same time)."""
+    return name.startswith(attack_run.HOSTILE_FILES) or any(Path(r).name in name for r in tmp_roots)
 
 
 def test_the_batch_finishes_with_every_student_in_the_gradebook(graded):
@@ -119,7 +114,7 @@ def test_nothing_is_left_on_disk_outside_the_output_folder(graded):
     assert not left, f"the grader's temp root is still there: {left}"
     hostile = attack_run.hostile_files(run.tmp_roots)
     assert not hostile, f"files written outside the sandbox: {[(str(p), p.stat().st_size) for p in hostile]}"
-    ours = [n for n in new_tmp if _ours(n)]
+    ours = [n for n in new_tmp if _ours(n, run.tmp_roots)]
     assert not ours, f"new entries in /tmp from the run: {ours}"
 
 

@@ -117,9 +117,9 @@ def build_attacks(dest: Path, only: set[str] | None = None) -> dict[str, Expect]
     if want("esc_steal_class_folder"):
         _nothing(dest, "esc_steal_class_folder", attacks.STEAL_FROM_CLASS_FOLDER)
         ex["esc_steal_class_folder"] = Expect("import-error", "zero", zero=ALL, note="has no code of its own")
-    if want("hz_steal_sandbox"):  # graded beside the honest students, whose sandboxes it reads
-        _nothing(dest, "hz_steal_sandbox", attacks.STEAL_FROM_SANDBOX)
-        ex["hz_steal_sandbox"] = Expect("import-error", "zero", zero=ALL, note="has no code of its own")
+    if want("esc_steal_sandbox"):  # graded among the escapes: it copies whichever classmate runs beside it
+        _nothing(dest, "esc_steal_sandbox", attacks.STEAL_FROM_SANDBOX)
+        ex["esc_steal_sandbox"] = Expect("import-error", "zero", zero=ALL, note="has no code of its own")
 
     # Huge report frames (item 4).
     if want("big_frames"):
