@@ -181,6 +181,56 @@ def test_setup_sh_installs_bubblewrap_and_the_pinned_versions(bundle):
     assert f"--tests {SMALL} --memory-mb 2500" in script
 
 
+FAKE = """#!/usr/bin/env bash
+# A stand-in for apt-get, bwrap and python3: logs its name, folder and arguments.
+echo "$(basename "$0") [$PWD] $*" >> "$FAKE_LOG"
+if [ "$(basename "$0")" != python3 ] && [ "$(basename "$0")" != python ]; then exit 0; fi
+case "$*" in
+    *version_info*) [ -z "${FAKE_OLD:-}" ] ;;
+    "-m venv "*) mkdir -p "$3/bin" && cp "$0" "$3/bin/python" ;;
+    --version) echo "Python 3.8.0" ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("old_python", [False, True], ids=["python-3.11+", "python-too-old"])
+def test_setup_sh_runs_its_steps_in_order(bundle, tmp_path, old_python):
+    # setup.sh run for real, with apt-get, bwrap and python3 replaced by stand-ins that log their calls.
+    source = tmp_path / "source"
+    with zipfile.ZipFile(bundle) as zf:
+        zf.extract("setup.sh", source)
+    fakes = tmp_path / "bin"
+    fakes.mkdir()
+    for name in ("apt-get", "bwrap", "python3"):
+        (fakes / name).write_text(FAKE)
+        (fakes / name).chmod(0o755)
+    log = tmp_path / "log"
+    env = {"PATH": f"{fakes}:/usr/bin:/bin", "FAKE_LOG": str(log), "TRANSFORMER_SPEC_VENV": str(tmp_path / "venv"),
+           **({"FAKE_OLD": "1"} if old_python else {})}
+    proc = subprocess.run(["bash", str(source / "setup.sh")], cwd=tmp_path, env=env, capture_output=True, text=True)
+    calls = log.read_text().splitlines()
+    venv_python = f"python [{source}]"
+    if old_python:
+        assert proc.returncode == 1 and "Python 3.8.0 is too old" in proc.stderr
+        assert not any(c.startswith(venv_python) for c in calls)
+        return
+    assert proc.returncode == 0, proc.stderr
+    steps = [c for c in calls if c.startswith(("apt-get", venv_python))]
+    assert steps[0].startswith("apt-get") and steps[0].endswith(" update")
+    assert "bubblewrap" in steps[1].split() and steps[1].startswith("apt-get") and " install -y " in steps[1]
+    torch = f"{venv_python} -m pip install -c constraints.txt torch=={_pinned_torch()} --extra-index-url "
+    assert steps[2].startswith(torch)
+    assert steps[3] == f"{venv_python} -m pip install -c constraints.txt -e .[dev]"
+    assert steps[4].startswith(f"{venv_python} -c import torch")
+    assert f"python3 [{tmp_path}] -m venv {tmp_path / 'venv'}" in calls
+    # TORCH_INDEX_URL="" leaves pip's default index alone.
+    log.unlink()
+    proc = subprocess.run(["bash", str(source / "setup.sh")], cwd=tmp_path, env={**env, "TORCH_INDEX_URL": ""},
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{venv_python} -m pip install -c constraints.txt torch=={_pinned_torch()}" in log.read_text().splitlines()
+
+
 def test_settings_reach_the_single_grader_unchanged():
     parser = build_single_parser()
     built = parser.parse_args(["sub", "--results-json", "r.json", *SETTINGS, "--threads", "2", "--no-rechecks"])
