@@ -27,13 +27,13 @@ from tools import grade
 
 REPO = Path(__file__).resolve().parent.parent
 ORACLE = "spec_tests/test_torch_oracle.py"
-FAST = ["--tests", ORACLE, "--time-limit", "15", "--test-timeout", "2", "--wall", "45",
+FAST = ["--tests", ORACLE, "--time-limit", "20", "--test-timeout", "6", "--wall", "60",
         "--memory-mb", "2500", "--max-output-mb", "5", "--no-progress"]
 MINI = ["buggy", "correct", "syntax_error", "system_exit"]
 
 
 def fast_settings() -> grade.Settings:
-    return grade.Settings([ORACLE], None, grade.Limits(time_limit=15, test_timeout=2, wall=45, memory_mb=2500,
+    return grade.Settings([ORACLE], None, grade.Limits(time_limit=20, test_timeout=6, wall=60, memory_mb=2500,
                                                        max_output_mb=5))
 
 
@@ -272,21 +272,26 @@ def test_the_class_graders_points_add_up_to_the_rubrics_exactly(corpus):
     assert round(sum(t["max_score"] for t in data["tests"]), 9) == data["score"] == records["correct"].possible
 
 
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(1800)
 def test_allowed_variations_keep_full_marks_in_the_class_grader(tmp_path):
     """Correct code written differently must lose no point on the class grader's path either:
-    its hidden re-checks (``transformer_spec/recheck.py``) compare with the reference on secret
-    inputs, so a re-check that relied on a free choice would call an honest student ``tampering``.
-    The re-checks' anchors are the oracle tests, so grading on those exercises every re-check."""
-    from transformer_spec.patching import write_patched_reference
+    every component with a claimed pass is re-checked against the reference on secret inputs
+    (``tools/grade/rechecks.py``), so a re-check that relied on a free choice would cost an honest
+    student the component. Graded on the files of every re-check's anchor (so every re-check runs),
+    with the independent implementation beside the variations."""
+    from transformer_spec import registry
+    from transformer_spec.patching import INDEPENDENT_IMPL, write_patched_reference
     from transformer_spec.variations import CATALOGUE
 
     for v in CATALOGUE:
         write_patched_reference(tmp_path / "class" / v.name, v.patches, "my_transformer")
-    settings = grade.Settings([ORACLE], None, grade.Limits(time_limit=60, test_timeout=20, wall=150, memory_mb=2500,
-                                                           max_output_mb=5))
+    shutil.copy(INDEPENDENT_IMPL, tmp_path / "class" / "independent.py")
+    files = sorted({a.split("::")[0] for r in registry.rechecks() for a in r.anchors})
+    settings = grade.Settings(files, None, grade.Limits(time_limit=200, test_timeout=30, wall=300, memory_mb=2500,
+                                                        max_output_mb=5))
     records = grade.grade_class(tmp_path / "class", tmp_path / "out", settings, jobs=2, progress=False)
-    assert set(records) == {v.name for v in CATALOGUE}
+    assert set(records) == {v.name for v in CATALOGUE} | {"independent"}
+    assert {c for r in records.values() for c in r.components} == set(registry.names())
     wrong = {name: (r.status, r.total, r.possible, r.detail) for name, r in records.items()
              if r.status != "ok" or r.total != r.possible or r.possible <= 0}
     assert not wrong, f"allowed variations that lost points or were flagged in the class grader: {wrong}"

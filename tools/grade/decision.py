@@ -136,14 +136,16 @@ def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path
                           output="" if passed else output, kind=kind.value))
     # Every component with a claimed pass is re-checked outside the child; its passes count only
     # when the re-check agrees with the reference.
-    voided = rechecks.run_rechecks(ctx, target, sandbox, {nodeid_of(t): t["tags"][0] for t in tests
-                                                          if t["status"] == "passed"}, jail)
+    voided, unfinished = rechecks.run_rechecks(ctx, target, sandbox, {nodeid_of(t): t["tags"][0] for t in tests
+                                                                      if t["status"] == "passed"}, jail)
     for t in tests:
         v = voided.get(t["tags"][0])
         if v is not None and t["status"] == "passed":
             t.update(score=0.0, status="failed", kind=Kind.CONTRADICTED.value, output=v.message(t["tags"][0]))
     tampered = {c: v.why for c, v in voided.items() if v.contradicted}
     status, detail = status_of(run, last, tampered)
+    if unfinished and status == "ok":
+        status, detail = "crashed", f"the hidden re-check process {unfinished} (twice); its components score 0"
     diagnoses = {} if last is None else {c: _clean(d, sandbox) for c, d in last.diagnoses.items()
                                          if c in registry.names() and c not in tampered}
     return _finish(entry, ctx, status, _clean(detail, sandbox), subhash, tests, tampered, diagnoses)
