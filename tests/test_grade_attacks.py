@@ -7,8 +7,8 @@ each submission gets what its honest code earns, the honest students 100 with st
 every student is in the gradebook, nothing of the class still runs, nothing is left on disk
 outside the output folder, the class folder is unchanged, the output folder agrees with itself,
 and the grader's memory stays bounded; and ``tools.grade single`` (Gradescope's path) gives two
-results.json-rewriting attacks what their code earns. Measured: 551-594 s on this project's shared
-2-core machine under a load of 7-10 from other work (not measured on an idle machine).
+results.json-rewriting attacks what their code earns. Measured on this project's shared 2-core
+machine: 414 s under a load of ~5 from other work, 594 s under 7-10 (not measured on an idle machine).
 
 The grader runs in a process of its own (``tests/adversarial/run.py``): an attack on the grader
 process must not take this test down with it, and its command line must name the class and
