@@ -55,7 +55,7 @@ def test_disagreement_without_a_claimed_anchor_voids_the_component_without_calli
 
 def test_passes_with_no_code_behind_them_are_void():
     got = {"a[1]": missing("a[1]"), "a[2]": missing("a[2]")}
-    assert not decide(got, {"t::other": "attention"})["attention"].contradicted
+    assert decide(got, {"t::other": "attention"})["attention"].contradicted  # the forger that fails the anchors
     assert decide(got, {"t::anchor2": "attention"})["attention"].contradicted
 
 

@@ -8,8 +8,8 @@ count only when its re-checks agree with the reference:
 * a re-check that disagrees, fails or does not answer voids the component; when it mirrors a
   test the child claimed passed (its *anchor*), the claim is contradicted: the report lied, and
   the status is ``tampering``;
-* re-checks that all find the names they need missing (``not submitted``) void it too: passes
-  claimed without the code behind them are not real;
+* re-checks that all find the names they need missing (``not submitted``) void it too, as a
+  contradiction: passes claimed without the code behind them are not real;
 * re-checks of which some find their names missing and the others agree keep it (a partial
   submission keeps the points of what it has).
 
@@ -107,10 +107,11 @@ def verdicts(wanted: list[registry.Recheck], got: dict[str, dict], forged: str |
     voided: dict[str, Voided] = {}
     for comp, results in by_comp.items():
         bad = [(r, why) for r, why, missing in results if why and not missing]
-        if not bad and all(missing for _, _, missing in results):
+        nothing = not bad and all(missing for _, _, missing in results)
+        if nothing:
             bad = [(r, why) for r, why, _ in results]  # passes claimed with none of the code behind them
         if bad:
-            lied = bad if forged else [(r, why) for r, why in bad if any(a in passed for a in r.anchors)]
+            lied = bad if forged or nothing else [(r, why) for r, why in bad if any(a in passed for a in r.anchors)]
             r, why = (lied or bad)[0]
             voided[comp] = Voided(f"re-check {r.name}: {why}", bool(lied))
     return voided
