@@ -297,3 +297,25 @@ def test_the_class_grader_refuses_to_copy_a_symlink_leaving_a_submission(tmp_pat
         copy_submission(Entry("student", folder / "transformer.py", folder), dest)
     with pytest.raises(GradeError, match="outside the submission's folder"):
         copy_submission(Entry("student", folder / "transformer.py", folder / "transformer.py"), dest)
+
+
+def test_a_sealed_process_opens_no_oracle_window(tmp_path):
+    """The class grader's re-check child seals the oracle: a submission that opens
+    ``forbidden.oracle()`` itself there is still refused (a process of its own: sealing is final)."""
+    import subprocess
+
+    code = (
+        "import torch, torch.nn.functional as F\n"
+        "from transformer_spec import forbidden, forbidden_ops\n"
+        "guard = forbidden.Guard(forbidden.DEFAULT_FORBIDDEN, paths=lambda: []).install()\n"
+        "q = torch.randn(1, 2, 3)\n"
+        "with forbidden.oracle():\n"
+        "    F.scaled_dot_product_attention(q, q, q)\n"  # allowed before sealing
+        "forbidden_ops.seal()\n"
+        "try:\n"
+        "    with forbidden.oracle():\n"
+        "        F.scaled_dot_product_attention(q, q, q)\n"
+        "except forbidden.ForbiddenAPIError:\n"
+        "    print('refused')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.stdout.strip() == "refused", done.stdout + done.stderr

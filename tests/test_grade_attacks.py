@@ -33,7 +33,8 @@ pytestmark = pytest.mark.timeout(720)
 
 STUDENTS = [
     "base_buggy", "big_frames", "bypass_direct", "bypass_reference_by_path", "bypass_reference_thread",
-    "bypass_sdpa_aten_math", "bypass_sdpa_c_nn", "bypass_sdpa_fake_filename", "bypass_sdpa_thread", "bypass_symlinks",
+    "bypass_sdpa_aten_math", "bypass_sdpa_c_nn", "bypass_sdpa_fake_filename", "bypass_sdpa_oracle_window",
+    "bypass_sdpa_thread", "bypass_symlinks",
     "esc_append_code", "esc_disk_fill", "esc_edit_results_in_place", "esc_kill_classmates", "esc_many_procs",
     "esc_pipe_junk", "esc_read_secrets", "esc_rewrite_class", "esc_rewrite_outputs", "esc_steal_class_folder",
     "esc_steal_sandbox", "esc_stop_grader", "forge_atexit_results", "forge_buggy_anchors_fail", "forge_channel_send", "forge_child_report",
@@ -158,14 +159,9 @@ def test_no_child_sees_the_home_folder_or_the_repository(graded):
         assert not seen, f"{s}: {seen}"
 
 
-#: Gradescope's path (issue 15, item 1): rewriting results.json at exit, or after the grader is gone
-SINGLE = ["forge_atexit_results", "esc_rewrite_outputs"]
-
-
-@pytest.mark.parametrize("student", SINGLE)
-def test_the_single_grader_gives_what_the_code_earns(graded, tmp_path, student):
-    root, expect, _, got, _, _, _ = graded
-    assert expect[student].points == "buggy" and "base_buggy" in got
+def _graded_alone(root: Path, student: str, tmp_path: Path) -> dict:
+    """``student`` graded by ``tools.grade single`` (Gradescope's path): its results.json. Nothing
+    of the run may outlive it."""
     shutil.copytree(root / "subs" / student, tmp_path / "sub" / student)
     results = tmp_path / "results.json"
     run = None
@@ -174,7 +170,30 @@ def test_the_single_grader_gives_what_the_code_earns(graded, tmp_path, student):
     finally:
         attack_run.kill_class([str(tmp_path), *(run.tmp_roots if run is not None else [])])
     assert run.returncode == 0 and not run.timed_out, run.output
-    score = json.loads(results.read_text())["score"]
+    assert not run.alive_at_exit, f"processes outlived the single grader: {run.alive_at_exit[:5]}"
+    return json.loads(results.read_text())
+
+
+#: Gradescope's path (issue 15, item 1): rewriting results.json at exit, or after the grader is gone
+SINGLE = ["forge_atexit_results", "esc_rewrite_outputs"]
+
+
+@pytest.mark.parametrize("student", SINGLE)
+def test_the_single_grader_gives_what_the_code_earns(graded, tmp_path, student):
+    root, expect, _, got, _, _, _ = graded
+    assert expect[student].points == "buggy" and "base_buggy" in got
+    score = _graded_alone(root, student, tmp_path)["score"]
     assert score == pytest.approx(got["base_buggy"].total, abs=0.01), \
         f"{student}: results.json says {score}; its code earns {got['base_buggy'].total} (base_buggy's grade)"
-    assert not run.alive_at_exit, f"processes outlived the single grader: {run.alive_at_exit[:5]}"
+
+
+#: members of each kind (honest, forger, bypass, escape) graded again alone by ``tools.grade single``
+SAME = ["honest_independent", "forge_report_hook", "bypass_sdpa_c_nn", "esc_pipe_junk"]
+
+
+@pytest.mark.parametrize("student", SAME)
+def test_the_single_grader_agrees_with_the_class_grader(graded, tmp_path, student):
+    root, _, _, got, _, _, _ = graded
+    data = _graded_alone(root, student, tmp_path)
+    assert data["score"] == pytest.approx(got[student].total, abs=0.01), (student, data["score"], got[student].total)
+    assert data["extra_data"]["status"] == got[student].status

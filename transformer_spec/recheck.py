@@ -198,7 +198,7 @@ def expected_outputs(seed: int, names: list[str] | None = None) -> dict[str, dic
 def child_main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from . import forbidden, isolation, loader
+    from . import forbidden, forbidden_ops, isolation, loader
 
     parser = argparse.ArgumentParser(prog="python -m transformer_spec.recheck")
     parser.add_argument("--impl", required=True)
@@ -216,6 +216,7 @@ def child_main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(int(channel.extra.get("threads", 1)))
     guard = forbidden.Guard(channel.extra.get("forbidden", list(forbidden.DEFAULT_FORBIDDEN)),
                             paths=lambda: forbidden.submission_paths(args.impl)).install()
+    forbidden_ops.seal()  # no oracle here: forbidden.oracle() opened by the submission allows nothing
     sub = loader.load(args.impl)
     if sub.error is not None:
         channel.send({"kind": "recheck-import-error", "error": sub.error})

@@ -138,6 +138,13 @@ def build_attacks(dest: Path, only: set[str] | None = None) -> dict[str, Expect]
                                     name=name)
             ex[name] = Expect("forbidden-api", "partial", zero=USES_ATTENTION, full=("ffn",),
                               extra={"same_as": "bypass_direct"})
+    if want("bypass_sdpa_oracle_window"):
+        write_patched_reference(dest, [("attention.py", attacks.OUTPUT_LINE, attacks.SDPA_ROUTES["oracle_window"])],
+                                name="bypass_sdpa_oracle_window")
+        # inside its own pytest run the window opens; the re-check child is sealed, so the claimed
+        # passes of everything using attention are contradicted: the direct call's points, as tampering
+        ex["bypass_sdpa_oracle_window"] = Expect(("forbidden-api", "tampering"), "partial", zero=USES_ATTENTION,
+                                                 full=("ffn",), extra={"same_as": "bypass_direct"})
     refs = {"bypass_reference_thread": attacks.REFERENCE_FROM_THREAD,
             "bypass_reference_by_path": attacks.REFERENCE_BY_PATH}
     for name, code in refs.items():

@@ -270,6 +270,10 @@ SDPA_ROUTES = {
                       "os.path.join(os.path.dirname(torch.__file__), 'nn', 'functional.py'), 'exec'), _ns)\n"
                       "    output = _ns['_f'](q, k, v, mask, scale).nan_to_num(0.0)"),
     "c_nn": f"    output = torch._C._nn.scaled_dot_product_attention({_ARGS}).nan_to_num(0.0)",
+    # the suite's own window for its oracle values, opened by the submission
+    "oracle_window": ("    from transformer_spec import forbidden as _ts_forbidden\n"
+                      "    with _ts_forbidden.oracle():\n"
+                      f"        output = F.scaled_dot_product_attention({_ARGS}).nan_to_num(0.0)"),
     "aten_math": ("    output = torch.ops.aten._scaled_dot_product_attention_math(q, k, v, "
                   "None if mask is None else torch.zeros(mask.shape, dtype=q.dtype).masked_fill(mask, float('-inf')), "
                   "0.0, False, None, scale=scale)[0].nan_to_num(0.0)"),
