@@ -216,14 +216,15 @@ def bwrap_args(view: View, cwd: Path, user_namespace: bool) -> list[str]:
                 args.extend(["--perms", "0755", "--dir", str(anc)])
         made.add(dest)
 
+    # /tmp first: Python or this package may live under it (a venv in /tmp), bound on top
+    args.extend(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"])
+    made |= {Path("/proc"), Path("/dev"), Path("/tmp")}
     for p in system_paths():
         parents(p)
         args.extend(["--ro-bind", str(p), str(p)])
     for p in hidden_paths():
         if any(q in p.parents for q in system_paths()):
             args.extend(["--tmpfs", str(p)])
-    args.extend(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"])
-    made |= {Path("/proc"), Path("/dev"), Path("/tmp")}
     for p in view.readonly:
         parents(p)
         args.extend(["--ro-bind", str(p), str(p)])
