@@ -277,8 +277,9 @@ def test_allowed_variations_keep_full_marks_in_the_class_grader(tmp_path):
     """Correct code written differently must lose no point on the class grader's path either:
     every component with a claimed pass is re-checked against the reference on secret inputs
     (``tools/grade/rechecks.py``), so a re-check that relied on a free choice would cost an honest
-    student the component. Graded on the files of every re-check's anchor (so every re-check runs),
-    with the independent implementation beside the variations."""
+    student the component. Graded on fast files that claim passes in every component (so every
+    re-check runs; the oracle file holds most anchors), with the independent implementation
+    beside the variations."""
     from transformer_spec import registry
     from transformer_spec.patching import INDEPENDENT_IMPL, write_patched_reference
     from transformer_spec.variations import CATALOGUE
@@ -286,7 +287,8 @@ def test_allowed_variations_keep_full_marks_in_the_class_grader(tmp_path):
     for v in CATALOGUE:
         write_patched_reference(tmp_path / "class" / v.name, v.patches, "my_transformer")
     shutil.copy(INDEPENDENT_IMPL, tmp_path / "class" / "independent.py")
-    files = sorted({a.split("::")[0] for r in registry.rechecks() for a in r.anchors})
+    files = [ORACLE, "spec_tests/test_behaviours.py", "spec_tests/test_seed000_facts.py", "spec_tests/test_snapshots.py",
+             "spec_tests/test_bad_arguments.py", "properties/test_seq2seq_padding.py"]
     settings = grade.Settings(files, None, grade.Limits(time_limit=200, test_timeout=30, wall=300, memory_mb=2500,
                                                         max_output_mb=5))
     records = grade.grade_class(tmp_path / "class", tmp_path / "out", settings, jobs=2, progress=False)
