@@ -208,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("students", nargs="*")
     parser.add_argument("--timeout", type=float, default=330.0, help="seconds before the grader is killed")
     parser.add_argument("--grader-arg", action="append", default=[], help="an option passed on to tools.grade")
+    parser.add_argument("--single", action="store_true",
+                        help="then grade every student alone with tools.grade single and compare (exit 1 on a difference)")
     args = parser.parse_args(argv)
     dest = args.dest.resolve()
     expect = build_attacks(dest / "subs", set(args.students) or None)
@@ -235,7 +237,31 @@ def main(argv: list[str] | None = None) -> int:
     for p in hostile_files(run.tmp_roots):
         print("hostile file left:", p, p.stat().st_size)
         p.unlink()
-    return 0
+    return compare_single(dest, got) if args.single else 0
+
+
+def compare_single(dest: Path, got: dict) -> int:
+    """Every student of the class graded alone (``tools.grade single``): the same total and status?"""
+    differ = 0
+    for s in sorted(got):
+        sub = next((p for p in (dest / "subs").iterdir() if p.name in (s, f"{s}.py")), None)
+        alone = dest / "single" / s
+        alone.mkdir(parents=True, exist_ok=True)
+        run = None
+        try:
+            run = grade_single(sub, alone / "results.json", alone)
+        finally:
+            kill_class([str(alone), *(run.tmp_roots if run is not None else [])])
+        try:
+            data = json.loads((alone / "results.json").read_text())
+            mine = (round(data["score"], 2), data["extra_data"]["status"])
+        except (OSError, ValueError, KeyError):
+            mine = ("no results.json", run.returncode)
+        theirs = (round(got[s].total, 2), got[s].status)
+        differ += mine != theirs
+        print(f"{'same' if mine == theirs else 'DIFF'} {s:34s} class {theirs}  single {mine}", flush=True)
+    print(f"{differ} of {len(got)} differ")
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":
