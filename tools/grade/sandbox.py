@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import os
 import shutil
 import site
@@ -132,12 +133,10 @@ class Sandbox:
     @contextlib.contextmanager
     def jail(self):
         """A :class:`Jail` (a uid of the pool held) for one student's children."""
-        slot = self.acquire()
+        slot = self.acquire()  # reaps what an earlier holder of the uid left
         try:
-            yield Jail(self, slot.uid)
+            yield Jail(self, slot.uid)  # run_child reaps after each of its children
         finally:
-            if slot.uid is not None:
-                reap(slot.uid)
             slot.release()
 
     # ---- files --------------------------------------------------------------------------------
@@ -174,7 +173,8 @@ def _readable(root: Path) -> None:
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
 
 
-def system_paths() -> list[Path]:
+@functools.cache
+def system_paths() -> tuple[Path, ...]:
     """What every child needs to read: the system, Python, its packages and this package."""
     import transformer_spec
 
@@ -185,10 +185,11 @@ def system_paths() -> list[Path]:
     for p in paths:
         if p.exists() and not any(p == q or q in p.parents for q in out):
             out = [q for q in out if p not in q.parents] + [p]
-    return out
+    return tuple(out)
 
 
-def hidden_paths() -> list[Path]:
+@functools.cache
+def hidden_paths() -> tuple[Path, ...]:
     """Folders inside the bound paths that no child may see (``reference`` and ``tools`` of a
     non-editable install)."""
     import importlib.util
@@ -198,7 +199,7 @@ def hidden_paths() -> list[Path]:
         spec = importlib.util.find_spec(name)
         for loc in (spec.submodule_search_locations or []) if spec else []:
             out.append(Path(loc).resolve())
-    return out
+    return tuple(out)
 
 
 def bwrap_args(view: View, cwd: Path, user_namespace: bool) -> list[str]:
@@ -302,6 +303,8 @@ def probe(tier: str) -> str | None:
                                   env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(view.work)})
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"cannot start a child ({exc})"
+        finally:
+            jail.reap()
     if done.returncode != 0 or b"ok" not in done.stdout:
         last = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
         return f"a child in it failed ({last[:200]})"
