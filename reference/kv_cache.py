@@ -5,6 +5,9 @@ position. Those never change while the window does not slide, so each layer keep
 appends one position per step instead of recomputing the whole window:
 
     K_t = concat(K_{<t}, k_t),  V_t = concat(V_{<t}, v_t)
+
+The concatenation is written in place into buffers allocated for ``capacity`` positions
+(``MiniGPT.generate`` passes ``max_len``), so a step copies one position, not the whole cache.
 """
 
 from __future__ import annotations
@@ -15,18 +18,37 @@ import torch
 class KVCache:
     """Keys and values ``(B, H, T, d_k)`` of the positions seen so far, for one attention layer."""
 
-    def __init__(self) -> None:
-        self.keys: torch.Tensor | None = None
+    def __init__(self, capacity: int = 0) -> None:
+        self.capacity = capacity  # positions the first buffers hold (they grow if needed)
+        self.length = 0  # positions filled so far
+        self.key_buffer: torch.Tensor | None = None  # (B, H, >= length, d_k), filled up to length
+        self.value_buffer: torch.Tensor | None = None
+        self.keys: torch.Tensor | None = None  # (B, H, length, d_k): views of the filled part
         self.values: torch.Tensor | None = None
 
     def __len__(self) -> int:
-        return 0 if self.keys is None else self.keys.size(-2)
+        return self.length
 
     def extend(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append the new positions ``(B, H, T_new, d_k)``; return all keys and values so far."""
-        if self.keys is None:
-            self.keys, self.values = keys, values
-        else:
-            self.keys = torch.cat([self.keys, keys], dim=-2)  # (B, H, T + T_new, d_k)
-            self.values = torch.cat([self.values, values], dim=-2)
+        start, new = self.length, keys.size(-2)
+        if self.key_buffer is None or start + new > self.key_buffer.size(-2):
+            self._grow(keys, values, start + new)
+        self.key_buffer.narrow(-2, start, new).copy_(keys)  # in place, positions start .. start+new-1
+        self.value_buffer.narrow(-2, start, new).copy_(values)
+        self.length = start + new
+        self.keys = self.key_buffer.narrow(-2, 0, self.length)  # (B, H, T + T_new, d_k), no copy
+        self.values = self.value_buffer.narrow(-2, 0, self.length)
         return self.keys, self.values
+
+    def _grow(self, keys: torch.Tensor, values: torch.Tensor, needed: int) -> None:
+        """Buffers for at least ``needed`` positions (doubling, as a Python list grows), keeping
+        the positions already filled."""
+        old = 0 if self.key_buffer is None else self.key_buffer.size(-2)
+        size = max(needed, self.capacity, 2 * old)
+        key_buffer = keys.new_empty(*keys.shape[:-2], size, keys.size(-1))
+        value_buffer = values.new_empty(*values.shape[:-2], size, values.size(-1))
+        if self.length:
+            key_buffer.narrow(-2, 0, self.length).copy_(self.key_buffer.narrow(-2, 0, self.length))
+            value_buffer.narrow(-2, 0, self.length).copy_(self.value_buffer.narrow(-2, 0, self.length))
+        self.key_buffer, self.value_buffer = key_buffer, value_buffer

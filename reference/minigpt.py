@@ -127,7 +127,7 @@ class MiniGPT(nn.Module):
                         new = torch.tensor([tokens[-1:]], device=device)  # (1, 1): only the newest token
                         next_logits = self.forward_cached(new, caches)[0]
                     else:  # first step, or the window slid: prefill the caches from the window
-                        caches = [KVCache() for _ in self.blocks]
+                        caches = [KVCache(self.max_len) for _ in self.blocks]
                         window = torch.tensor([tokens[-self.max_len:]], device=device)
                         next_logits = self.forward_cached(window, caches)[0]
                     next_logits = next_logits.float()
