@@ -57,7 +57,7 @@ def test_attention_rows(ref):
 def test_train_row_compares_models_of_the_same_size(ref):
     row = workloads.bench_train(ref, repeats=1, vocab_size=7, d_model=8, num_heads=2, num_layers=1, d_ff=16,
                                 seq_len=6, batch=2)
-    assert row.note == "" and row.limit == 1.15 and row.ours > 0 and row.baseline > 0
+    assert row.note == "" and row.limit == 1.0 and row.target == "<= 1.0x" and row.ours > 0 and row.baseline > 0
 
 
 def test_torch_native_model_has_minigpts_parameter_count_at_the_benchmark_size(ref):
@@ -88,12 +88,40 @@ def test_torch_native_model_computes_minigpt(ref):
 
 def test_generate_row_uses_a_window_that_does_not_slide(ref):
     row = workloads.bench_generate(ref, repeats=1, new_tokens=4, seed_len=2, vocab_size=5, d_model=8,
-                                   num_heads=2, num_layers=1, d_ff=8)
-    assert "max_len=6, window never slides" in row.name and row.speedup and row.limit == 5.0
+                                   num_heads=2, num_layers=1, d_ff=8, threads=1)
+    assert "max_len=6, window never slides, 1 thread(s)" in row.name and row.speedup and row.limit == 8.0
     assert row.note == ""  # cached and uncached chose the same tokens
     sliding = workloads.bench_generate(ref, repeats=1, new_tokens=4, seed_len=2, max_len=3, vocab_size=5,
                                        d_model=8, num_heads=2, num_layers=1, d_ff=8)
     assert "window slides" in sliding.name and sliding.limit is None
+
+
+def test_generate_rows_set_their_thread_count_and_restore_it(ref, monkeypatch):
+    seen = []
+    real_side_by_side = workloads.side_by_side
+
+    def recording(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real_side_by_side(*args, **kwargs)
+
+    monkeypatch.setattr(workloads, "side_by_side", recording)
+    before = torch.get_num_threads()
+    sizes = dict(repeats=1, new_tokens=2, seed_len=2, vocab_size=5, d_model=8, num_heads=2, num_layers=1, d_ff=8)
+    rows = [workloads.bench_generate(ref, threads=n, **sizes) for n in (2, 1, 3)]
+    assert seen == [2, 1, 3] and torch.get_num_threads() == before
+    assert [r.limit for r in rows] == [5.0, 8.0, None]  # no target for a thread count without a goal
+    assert [r.target for r in rows] == [">= 5x faster", ">= 8x faster", ""]
+
+
+def test_run_measures_generation_at_one_and_two_threads(ref, monkeypatch):
+    calls = []
+    monkeypatch.setattr(bench, "bench_generate", lambda impl, repeats, **kw: calls.append(kw) or
+                        timing.Row("g", 1.0, 1.0))
+    bench.run(["generate"], ref, repeats=1, quick=True)
+    assert calls == [{"threads": 1}, {"threads": 2}]
+    calls.clear()
+    bench.run(["generate"], ref, repeats=1, quick=False)
+    assert calls == [{"threads": 1}, {"threads": 2}, {"max_len": 128}]
 
 
 def test_suite_command_runs_the_specification_with_the_grading_profile():
