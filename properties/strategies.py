@@ -1,10 +1,11 @@
 """Hypothesis strategies for the laws of attention: shapes, masks, dtypes, tensors, modules.
 
-Everything shrinks towards a small, readable counterexample: tensors are drawn element by
-element from short float32 values in ``[-3, 3]`` (they shrink to 0, 1, 0.5 ...), dimensions
-shrink to 1, masks shrink to "nothing blocked", permutations to the identity, dtypes to float64
-(the exact one). A failing property therefore shows a student the smallest input and dtype on
-which it breaks, as tensors printed in full.
+Everything shrinks towards a small, readable counterexample: dimensions shrink to 1, masks
+shrink to "nothing blocked", permutations to the identity, dtypes to float64 (the exact one),
+scalars to 0. Tensors are built from one drawn seed (:func:`tensors`): their entries are
+multiples of 1/8 in ``[-3, 3]`` (exact in float32, printed exactly), and they shrink in shape
+(and to all zeros when zeros fail too), not entry by entry. A failing property therefore shows a
+student the smallest shapes and dtype on which it breaks, as tensors printed in full.
 
 Module weights are the exception: they come from a seed (``seeds()``) through
 :func:`transformer_spec.testing.seeded_parameters` / :func:`randomize_parameters`, because a
@@ -49,6 +50,11 @@ def law_tolerance(dtype: torch.dtype, *, deep: bool = False) -> dict[str, float]
 
 
 # --------------------------------------------------------------------------- scalars
+#: tensor entries and scalars are multiples of 1/GRID: exact in float32 and float64, and printed exactly by
+#: torch's 4 decimals, so a student can copy a counterexample from the message
+GRID = 8
+
+
 def dtypes() -> st.SearchStrategy[torch.dtype]:
     """float64 or float32 (shrinks to float64)."""
     return st.sampled_from([torch.float64, torch.float32])
@@ -60,8 +66,9 @@ def seeds() -> st.SearchStrategy[int]:
 
 
 def values(limit: float = 3.0) -> st.SearchStrategy[float]:
-    """Finite float32-representable numbers in ``[-limit, limit]`` (exact in float32 and float64)."""
-    return st.floats(-limit, limit, allow_nan=False, allow_infinity=False, allow_subnormal=False, width=32)
+    """Multiples of ``1/GRID`` in ``[-limit, limit]`` (exact in float32 and float64; shrink to 0)."""
+    top = math.floor(limit * GRID)
+    return st.integers(-top, top).map(lambda step: step / GRID)
 
 
 def coefficients() -> st.SearchStrategy[float]:
@@ -70,12 +77,32 @@ def coefficients() -> st.SearchStrategy[float]:
 
 
 # --------------------------------------------------------------------------- tensors
+def tensor_seeds() -> st.SearchStrategy[int]:
+    """The seed of one drawn tensor (shrinks to 0, the all-zeros tensor)."""
+    return st.integers(0, 2**32 - 1)
+
+
+def seeded_tensor(shape: tuple[int, ...], dtype: torch.dtype, seed: int, limit: float = 3.0) -> torch.Tensor:
+    """The tensor of ``shape`` and ``dtype`` that ``seed`` names: all zeros for seed 0, else
+    independent uniform multiples of ``1/GRID`` in ``[-limit, limit]``."""
+    if seed == 0:
+        return torch.zeros(shape, dtype=dtype)
+    top = math.floor(limit * GRID)
+    gen = torch.Generator().manual_seed(seed)
+    steps = torch.randint(-top, top + 1, shape, generator=gen, dtype=torch.int64)
+    return (steps.to(torch.float64) / GRID).to(dtype)
+
+
 @st.composite
 def tensors(draw, shape: tuple[int, ...], dtype: torch.dtype, limit: float = 3.0) -> torch.Tensor:
-    """A tensor of ``shape`` and ``dtype`` drawn element by element from :func:`values`."""
-    n = math.prod(shape)
-    flat = draw(st.lists(values(limit), min_size=n, max_size=n))
-    return torch.tensor(flat, dtype=torch.float64).reshape(shape).to(dtype)
+    """A tensor of ``shape`` and ``dtype`` built from one drawn seed (:func:`seeded_tensor`).
+
+    One choice per tensor instead of one per entry: drawing and shrinking cost the same for a
+    (2, 2, 5, 4) tensor as for a scalar. The shape still shrinks (the caller draws it), so a
+    failing law still shows a small tensor, printed in full; its values do not shrink (a smaller
+    seed is no simpler), except to all zeros when zeros fail too.
+    """
+    return seeded_tensor(shape, dtype, draw(tensor_seeds()), limit)
 
 
 @st.composite

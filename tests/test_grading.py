@@ -390,6 +390,32 @@ def test_a_failing_propertys_smallest_example_is_in_the_terminal_results_json_an
     assert all(f"  {line}" in feedback.splitlines() for line in expected), feedback
 
 
+def test_shrinking_ends_after_its_calls_with_the_latest_failure_and_its_example():
+    """A graded property stops shrinking after ``shrink_calls`` calls past its first failure: the
+    next call raises NoShrink from the latest failure, whose recorded arguments are the example."""
+    from transformer_spec import failures
+
+    seen = []
+
+    def inner(n):
+        seen.append(n)
+        assert n < 3, f"too big: {n}"
+
+    examples = failures.Examples()
+    wrapped = failures.wrap_inner_test(inner, (), examples, shrink_calls=2)
+    wrapped(n=1)  # passes: no failure yet, no budget spent
+    for n in (50, 40):  # the first failure, then one more failing call (a smaller example)
+        with pytest.raises(AssertionError):
+            wrapped(n=n)
+    wrapped(n=0)  # the second call after the first failure: still within the budget
+    with pytest.raises(failures.NoShrink) as stopped:
+        wrapped(n=30)
+    assert seen == [1, 50, 40, 0], "the call past the budget must not run the test"
+    cause = failures.leaf_exception(stopped.value)
+    assert str(cause).startswith("too big: 40"), cause
+    assert examples.find(cause) == [("n", 40)]
+
+
 def test_results_json_is_written_when_the_run_is_interrupted(synthetic):
     synthetic.makepyfile(test_zz_interrupt='''
 import pytest

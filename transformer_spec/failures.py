@@ -36,7 +36,8 @@ class NoShrink(BaseException):
     """A property example reached a stub (``NotImplementedError``), a missing name or a forbidden
     API: stop at once. Raised in place of that exception (its ``__cause__``) so that hypothesis,
     which does not catch BaseException, ends the test at the first example instead of shrinking
-    an input that every example fails on anyway."""
+    an input that every example fails on anyway. Also raised, from the latest failure, when a
+    property's shrinking has used its calls (:data:`SHRINK_CALLS`)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -81,13 +82,28 @@ def _recording_data(value, drawn: list[tuple[str, object]], name: str):
     value.draw = recording_draw
 
 
-def wrap_inner_test(inner, fixturenames, examples: Examples):
+#: calls of a property after its first failing example before the smallest failing example found
+#: so far is reported (hypothesis would go on shrinking; a count, not a time, so that every
+#: grading of a submission shows the same example)
+SHRINK_CALLS = 50
+
+
+def wrap_inner_test(inner, fixturenames, examples: Examples, shrink_calls: int = SHRINK_CALLS):
     """``inner`` (hypothesis's ``inner_test``) recording every failing call's arguments in
-    ``examples``, and raising :class:`NoShrink` for stubs and missing names."""
+    ``examples``, raising :class:`NoShrink` for stubs and missing names, and ending the shrinking
+    after ``shrink_calls`` more calls (with a :class:`NoShrink` from the last failure, whose
+    example is the smallest found: hypothesis tries smaller examples only)."""
     fixtures = set(fixturenames)
+    failed: list[BaseException] = []  # the latest failure of this test, once there is one
+    calls = 0
 
     @functools.wraps(inner)
     def inner_test(*args, **kwargs):
+        nonlocal calls
+        if failed:
+            calls += 1
+            if calls > shrink_calls:
+                raise NoShrink(str(failed[0])) from failed[0]
         drawn: list[tuple[str, object]] = []
         for name, value in kwargs.items():
             _recording_data(value, drawn, name)
@@ -98,6 +114,7 @@ def wrap_inner_test(inner, fixturenames, examples: Examples):
 
             given = [(n, v) for n, v in kwargs.items() if n not in fixtures and not isinstance(v, DataObject)]
             examples.record(exc, given + drawn)
+            failed[:] = [exc]
             if isinstance(exc, (NotImplementedError, loader.SubmissionError)):
                 raise NoShrink(str(exc)) from exc
             raise
