@@ -71,11 +71,11 @@ def check_mask(mask, scores_shape: torch.Size, what: str = "mask") -> torch.Tens
             f"{what} must have dtype torch.bool (True = blocked), got {mask.dtype}; "
             f"convert it with `{what}.bool()` or build it with causal_mask/padding_mask"
         )
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != scores_shape:
+    # torch's broadcasting rule, aligned from the right, without growing the scores (in Python:
+    # torch.broadcast_shapes goes through torch._refs, whose first call imports sympy, ~1 s)
+    fits = len(mask.shape) <= len(scores_shape) and all(
+        m in (1, s) for m, s in zip(reversed(mask.shape), reversed(scores_shape)))
+    if not fits:
         raise ValueError(
             f"{what} of shape {tuple(mask.shape)} does not broadcast to the attention scores' "
             f"shape {tuple(scores_shape)} (..., Lq, Lk); a causal mask is (Lq, Lk), a padding "

@@ -25,6 +25,11 @@ reports the median of ``--repeats`` runs of each and their ratio. The rows:
   faster) and once at 2 (target >= 5x faster), each row setting its own thread count and
   restoring ``--threads``. A last row (``--quick`` skips it) lets the window slide (``max_len``
   128, at ``--threads``), where the cache cannot help.
+* ``single``: one correct submission (``--impl``, copied as a student hands it in) graded by
+  ``python -m tools.grade single`` (sandbox, limits, re-checks) against ``import torch``; target <= 12x.
+* ``class``: a class folder of the pitfall catalogue's mistakes and the allowed variations graded by
+  ``python -m tools.grade`` with its defaults, as submissions a minute; target >= 4 on an idle
+  machine. ``--class-sample K`` grades every K-th member only (the full class takes ~30 min).
 * ``xdist`` (only with ``--only ...,xdist``): the graded run with ``pytest -n auto`` against the
   same run in one process.
 
@@ -42,6 +47,7 @@ import torch
 
 from transformer_spec.loader import Submission, SubmissionError
 
+from .benchmarks.class_grading import bench_class, bench_single
 from .benchmarks.graded_run import bench_suite, bench_xdist
 from .benchmarks.timing import Row, format_table
 from .benchmarks.workloads import (GENERATE_LIMITS, PROFILE_TARGETS, bench_attention, bench_generate, bench_train,
@@ -49,12 +55,13 @@ from .benchmarks.workloads import (GENERATE_LIMITS, PROFILE_TARGETS, bench_atten
 from .cli import ToolError, add_impl_argument, fail, load_impl
 
 PROG = "python -m tools.bench"
-SECTIONS = ("suite", "attention", "train", "generate", "xdist")
-DEFAULT_SECTIONS = ("suite", "attention", "train", "generate")
+SECTIONS = ("suite", "single", "class", "attention", "train", "generate", "xdist")
+DEFAULT_SECTIONS = ("suite", "single", "class", "attention", "train", "generate")
 
 
 def run(sections: Sequence[str], impl: Submission, repeats: int, quick: bool,
-        lengths: Sequence[int] | None = None, progress: Callable[[str], None] | None = None) -> list[Row]:
+        lengths: Sequence[int] | None = None, progress: Callable[[str], None] | None = None,
+        class_sample: int = 1) -> list[Row]:
     """All rows of ``sections`` in order."""
     say = progress or (lambda _msg: None)
     rows: list[Row] = []
@@ -62,6 +69,10 @@ def run(sections: Sequence[str], impl: Submission, repeats: int, quick: bool,
         say(f"measuring {section} ...")
         if section == "suite":
             rows.append(bench_suite(impl.target, repeats))
+        elif section == "single":
+            rows.append(bench_single(impl.target, min(repeats, 5)))
+        elif section == "class":
+            rows.append(bench_class(1, class_sample))
         elif section == "attention":
             rows += bench_attention(impl, lengths or ((64, 256) if quick else (64, 256, 1024)), repeats)
         elif section == "train":
@@ -89,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", default=",".join(DEFAULT_SECTIONS), metavar="SECTIONS",
                    help=f"comma-separated sections among {','.join(SECTIONS)} "
                         f"(default: {','.join(DEFAULT_SECTIONS)}; xdist times the graded run with -n auto)")
+    p.add_argument("--class-sample", type=int, default=1, metavar="K",
+                   help="the class row grades every K-th pitfall and variation (default 1: all of them)")
     p.add_argument("--lengths", default=None, metavar="L,L,...",
                    help="attention lengths (default 64,256,1024; --quick 64,256)")
     p.add_argument("--threads", type=int, default=1,
@@ -131,8 +144,10 @@ def main(argv=None) -> int:
         if args.profile:
             print(profile(args.profile, impl))
             return 0
+        if args.class_sample < 1:
+            raise ToolError(f"--class-sample must be at least 1, got {args.class_sample}")
         rows = run(sections, impl, repeats, args.quick, lengths,
-                   progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+                   progress=lambda msg: print(msg, file=sys.stderr, flush=True), class_sample=args.class_sample)
     except (ToolError, SubmissionError) as exc:
         fail(parser, exc)
     print(f"impl: {impl.target}; torch {torch.__version__}, {args.threads} thread(s); "

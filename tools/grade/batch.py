@@ -64,17 +64,12 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
         _remove_old_tmp_roots(state)
     out.mkdir(parents=True, exist_ok=True)
     output.write(state / "config.json", json.dumps(config, indent=1, sort_keys=True) + "\n")
-    box = sandbox.choose(settings.sandbox)
     tmp_root = Path(tempfile.mkdtemp(prefix="transformer-spec-grade-"))
     os.chmod(tmp_root, 0o711)  # children of the uid tier pass through to their own folder, list nothing
     output.write(state / f"tmp-root-{os.getpid()}.txt", str(tmp_root))
     try:
-        ctx = Context(settings, suite, tmp_root, rubric=settings.rubric_object(), seed=secrets.randbelow(2**31 - 1000),
-                      sandbox=box)
-        ctx.diagnosis_table = diagnosis_catalogue.write_table(tmp_root / "diagnosis.pt")
-        collect_skeleton(ctx)
-        if settings.rechecks:
-            ctx.expected = recheck.expected_outputs(ctx.seed)
+        ctx = Context(settings, suite, tmp_root, rubric=settings.rubric_object(), seed=secrets.randbelow(2**31 - 1000))
+        _prepare(ctx)
         comps = _components(ctx.skeleton)
         todo = []
         for e in entries:
@@ -117,6 +112,25 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
         (state / f"tmp-root-{os.getpid()}.txt").unlink(missing_ok=True)
+
+
+def _prepare(ctx: Context) -> None:
+    """What every submission's grading needs, made once: the skeleton (a trusted child collecting
+    the suite, ~4 s) while this process chooses the sandbox, writes the diagnosis table and
+    computes the re-checks' expected outputs."""
+    setup = ThreadPoolExecutor(max_workers=1)
+    try:
+        skeleton = setup.submit(collect_skeleton, ctx)
+        ctx.sandbox = sandbox.choose(ctx.settings.sandbox)
+        ctx.diagnosis_table = diagnosis_catalogue.write_table(ctx.tmp_root / "diagnosis.pt")
+        if ctx.settings.rechecks:
+            ctx.expected = recheck.expected_outputs(ctx.seed)
+        skeleton.result()
+    except BaseException:
+        kill_all()  # the skeleton's child, if this process gave up first (no sandbox works here)
+        raise
+    finally:
+        setup.shutdown(wait=True)
 
 
 def folder_hashes(folder: Path) -> dict[str, str]:
