@@ -85,7 +85,7 @@ def _recording_data(value, drawn: list[tuple[str, object]], name: str):
 #: calls of a property after its first failing example before the smallest failing example found
 #: so far is reported (hypothesis would go on shrinking; a count, not a time, so that every
 #: grading of a submission shows the same example)
-SHRINK_CALLS = 50
+SHRINK_CALLS = 25
 
 
 def wrap_inner_test(inner, fixturenames, examples: Examples, shrink_calls: int = SHRINK_CALLS):

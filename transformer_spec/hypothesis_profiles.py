@@ -37,7 +37,7 @@ DEFAULT_PROFILE = "dev"
 GRADING_PROFILE = "grading"
 #: examples per property in ``dev`` and ``grading``; properties that are expensive per example
 #: take a fraction of it (see ``properties/strategies.py:budget``).
-DEV_EXAMPLES = 20
+DEV_EXAMPLES = 15
 THOROUGH_EXAMPLES = 500
 MUTATION_EXAMPLES = 10
 
