@@ -8,6 +8,7 @@ test files through ``pytester``. The one full run on the reference is shared by 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -414,6 +415,31 @@ def test_shrinking_ends_after_its_calls_with_the_latest_failure_and_its_example(
     cause = failures.leaf_exception(stopped.value)
     assert str(cause).startswith("too big: 40"), cause
     assert examples.find(cause) == [("n", 40)]
+
+
+def test_a_graded_run_writes_no_hypothesis_patch_files(synthetic):
+    """hypothesis writes ``.hypothesis/patches/*.patch`` (``@example`` lines for each failing
+    property) when libcst is importable; a graded run does not pay for that. The dev profile's
+    run, where they are written, shows the check can fail."""
+    pytest.importorskip("libcst")
+    synthetic.makepyfile(test_property='''
+import pytest
+from hypothesis import given, strategies as st
+
+@pytest.mark.component("attention")
+@given(n=st.integers(0, 10))
+def test_fails_at_once(impl, n):
+    assert n < 0, "never"
+''')
+    common = ("-p", "transformer_spec.plugin", "-p", "transformer_spec.grading", "-p", "transformer_spec.hypothesis_profiles",
+              "-p", "no:cacheprovider", "--impl", "submission.py", "--rubric", "rubric.toml", "test_property.py")
+    patches = synthetic.path / ".hypothesis" / "patches"
+    synthetic.runpytest_subprocess(*common, timeout=300)  # the dev profile
+    assert list(patches.glob("*.patch")), "control: hypothesis should write a patch in the dev profile"
+    shutil.rmtree(synthetic.path / ".hypothesis")
+    synthetic.runpytest_subprocess(*common, "--grade-json", "r.json", timeout=300)
+    assert (synthetic.path / "r.json").is_file()
+    assert not patches.exists() or not list(patches.glob("*.patch"))
 
 
 def test_results_json_is_written_when_the_run_is_interrupted(synthetic):

@@ -30,6 +30,8 @@ run differ from a local one. :func:`pytest_configure` therefore loads ``dev`` wh
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
@@ -69,11 +71,23 @@ def chosen_profile(config: pytest.Config) -> str:
     return GRADING_PROFILE if graded else DEFAULT_PROFILE
 
 
+#: profiles whose failures nobody edits into the test files (see :func:`pytest_configure`)
+NO_PATCH_FILES = (GRADING_PROFILE, "mutation")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # hypothesis's own plugin loads the profile named by --hypothesis-profile; loading the same
     # one here again is harmless, whichever of the two hooks runs first. Without the option,
     # this replaces the built-in "default" (or "ci" when $CI is set) by "grading" or "dev".
-    settings.load_profile(chosen_profile(config))
+    profile = chosen_profile(config)
+    settings.load_profile(profile)
+    if profile in NO_PATCH_FILES:
+        # For each failing property hypothesis writes a patch adding @example(...) lines to the
+        # test file, when libcst can be imported (mutmut brings it). Nobody applies those in a
+        # graded run or the kill matrix, and the import and the patches cost ~1-2 s of a wrong
+        # submission's run: an unimportable libcst (Python's own import mechanism: a None entry
+        # in sys.modules raises ImportError) makes hypothesis skip them.
+        sys.modules.setdefault("libcst", None)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
