@@ -86,8 +86,10 @@ def pytest_configure(config: pytest.Config) -> None:
         # test file, when libcst can be imported (mutmut brings it). Nobody applies those in a
         # graded run or the kill matrix, and the import and the patches cost ~1-2 s of a wrong
         # submission's run: an unimportable libcst (Python's own import mechanism: a None entry
-        # in sys.modules raises ImportError) makes hypothesis skip them.
-        sys.modules.setdefault("libcst", None)
+        # in sys.modules raises ImportError) makes hypothesis skip them, until the run ends.
+        if "libcst" not in sys.modules:
+            sys.modules["libcst"] = None
+            config.add_cleanup(lambda: sys.modules.pop("libcst", None))
 
 
 def pytest_report_header(config: pytest.Config) -> str:
