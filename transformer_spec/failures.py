@@ -94,16 +94,16 @@ def wrap_inner_test(inner, fixturenames, examples: Examples, shrink_calls: int =
     after ``shrink_calls`` more calls (with a :class:`NoShrink` from the last failure, whose
     example is the smallest found: hypothesis tries smaller examples only)."""
     fixtures = set(fixturenames)
-    failed: list[BaseException] = []  # the latest failure of this test, once there is one
+    latest: BaseException | None = None  # the latest failure of this test, once there is one
     calls = 0
 
     @functools.wraps(inner)
     def inner_test(*args, **kwargs):
-        nonlocal calls
-        if failed:
+        nonlocal calls, latest
+        if latest is not None:
             calls += 1
             if calls > shrink_calls:
-                raise NoShrink(str(failed[0])) from failed[0]
+                raise NoShrink(str(latest)) from latest
         drawn: list[tuple[str, object]] = []
         for name, value in kwargs.items():
             _recording_data(value, drawn, name)
@@ -114,7 +114,7 @@ def wrap_inner_test(inner, fixturenames, examples: Examples, shrink_calls: int =
 
             given = [(n, v) for n, v in kwargs.items() if n not in fixtures and not isinstance(v, DataObject)]
             examples.record(exc, given + drawn)
-            failed[:] = [exc]
+            latest = exc
             if isinstance(exc, (NotImplementedError, loader.SubmissionError)):
                 raise NoShrink(str(exc)) from exc
             raise

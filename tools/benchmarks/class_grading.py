@@ -14,34 +14,28 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from ..cli import ToolError
+from .graded_run import IMPORT_TORCH, ROOT, run_to_end
 from .timing import Row, side_by_side
 
-#: the repository (the graders are started here, as a user would start them)
-ROOT = Path(__file__).resolve().parents[2]
-FLOOR = [sys.executable, "-c", "import torch"]
 
-
-def _run(cmd: list[str], what: str) -> None:
-    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        tail = " / ".join(proc.stdout.strip().splitlines()[-3:])
-        raise ToolError(f"{what}: `{' '.join(cmd)}` exited with {proc.returncode}: {tail}")
+def _graded(cmd: list[str]) -> None:
+    run_to_end(cmd, ok=(0,))  # the graders exit 0 whatever the grades
 
 
 def _floor_seconds(repeats: int) -> float:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        _run(FLOOR, "the torch import")
+        run_to_end(IMPORT_TORCH, ok=(0,))
         times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
+    return statistics.median(times)
 
 
 def submission_copy(impl_target: str, dest: Path) -> Path:
@@ -61,8 +55,7 @@ def bench_single(impl_target: str, repeats: int) -> Row:
         sub = submission_copy(impl_target, Path(tmp))
         out = Path(tmp) / "results.json"
         cmd = [sys.executable, "-m", "tools.grade", "single", str(sub), "--results-json", str(out), "--no-progress"]
-        ours, base = side_by_side(lambda: _run(cmd, "tools.grade single"), lambda: _run(FLOOR, "the torch import"),
-                                  repeats, warmup=0)
+        ours, base = side_by_side(lambda: _graded(cmd), lambda: run_to_end(IMPORT_TORCH, ok=(0,)), repeats, warmup=0)
     return Row("one submission graded in isolation (`tools.grade single`: sandbox, limits, re-checks) "
                "vs `python -c 'import torch'`", ours, base, target="<= 12x", limit=12.0)
 
@@ -80,7 +73,7 @@ def write_class(dest: Path, sample: int = 1) -> list[str]:
     return [m.name for m in members]
 
 
-def bench_class(repeats: int = 1, sample: int = 1, jobs: int | None = None) -> Row:
+def bench_class(repeats: int = 1, sample: int = 1) -> Row:
     """A class of pitfalls and allowed variations graded by ``tools.grade`` with its defaults;
     ``ours`` is the wall time per submission, ``baseline`` the torch import (timed around it)."""
     with tempfile.TemporaryDirectory(prefix="bench-class-") as tmp:
@@ -91,10 +84,8 @@ def bench_class(repeats: int = 1, sample: int = 1, jobs: int | None = None) -> R
         for i in range(repeats):
             out = Path(tmp) / f"out{i}"
             cmd = [sys.executable, "-m", "tools.grade", str(Path(tmp) / "class"), "--out", str(out), "--no-progress"]
-            if jobs is not None:
-                cmd += ["--jobs", str(jobs)]
             start = time.perf_counter()
-            _run(cmd, "tools.grade")
+            _graded(cmd)
             per_submission.append((time.perf_counter() - start) / len(students))
         floor = (floor_before + _floor_seconds(3)) / 2
         load = max(load, os.getloadavg()[0])

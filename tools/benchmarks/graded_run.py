@@ -36,10 +36,16 @@ def grading_profile_exists() -> bool:
     return "grading" in getattr(hypothesis_profiles, "PROFILES", ())
 
 
-def _run(cmd: Sequence[str], cwd: Path) -> None:
-    # A failing suite still takes real time, but a crash in collection would make the ratio lie.
+#: the floor no run that uses torch can beat
+IMPORT_TORCH = [sys.executable, "-c", "import torch"]
+
+
+def run_to_end(cmd: Sequence[str], cwd: Path = ROOT, ok: tuple[int, ...] = (0, 1)) -> None:
+    """Run ``cmd`` (its output captured); a ToolError with its last lines for an exit code not in
+    ``ok``. The default accepts pytest's 1 (some tests failed: still a complete graded run, and
+    it took real time), not a crash in collection, which would make the ratio lie."""
     proc = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode not in (0, 1):  # 1 = some tests failed: still a complete graded run
+    if proc.returncode not in ok:
         tail = proc.stdout.strip().splitlines()[-3:]
         raise ToolError(f"`{' '.join(cmd)}` exited with {proc.returncode}: {' / '.join(tail)}")
 
@@ -52,7 +58,7 @@ def bench_xdist(impl_target: str, repeats: int, workers: str = "auto", cwd: Path
         raise ToolError("the xdist row needs pytest-xdist: pip install pytest-xdist") from None
     parallel = suite_command(impl_target, ["-n", workers])
     serial = suite_command(impl_target)
-    ours, base = side_by_side(lambda: _run(parallel, cwd), lambda: _run(serial, cwd), repeats, warmup=0)
+    ours, base = side_by_side(lambda: run_to_end(parallel, cwd), lambda: run_to_end(serial, cwd), repeats, warmup=0)
     row = Row(f"graded run with pytest-xdist `-n {workers}` vs in one process", ours, base, speedup=True)
     if row.ratio < 1:
         row.note = "below 1x: here the workers' start-up (torch, hypothesis) costs more than they save"
@@ -61,8 +67,7 @@ def bench_xdist(impl_target: str, repeats: int, workers: str = "auto", cwd: Path
 
 def bench_suite(impl_target: str, repeats: int, cwd: Path = ROOT, extra: Sequence[str] = ()) -> Row:
     cmd = suite_command(impl_target, extra)
-    floor = [sys.executable, "-c", "import torch"]
-    ours, base = side_by_side(lambda: _run(cmd, cwd), lambda: _run(floor, cwd), repeats, warmup=0)
+    ours, base = side_by_side(lambda: run_to_end(cmd, cwd), lambda: run_to_end(IMPORT_TORCH, cwd), repeats, warmup=0)
     return Row("graded run (spec_tests + properties) vs `python -c 'import torch'`", ours, base,
                target="<= 8x", limit=8.0)
 
