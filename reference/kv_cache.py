@@ -8,9 +8,13 @@ appends one position per step instead of recomputing the whole window:
 
 The concatenation is written in place into buffers allocated for ``capacity`` positions
 (``MiniGPT.generate`` passes ``max_len``), so a step copies one position, not the whole cache.
+:func:`step_weights` gathers what ``MiniGPT.forward_step``, the one-position path, reads of a block.
 """
 
 from __future__ import annotations
+
+import math
+from typing import NamedTuple
 
 import torch
 
@@ -52,3 +56,29 @@ class KVCache:
             key_buffer.narrow(-2, 0, self.length).copy_(self.key_buffer.narrow(-2, 0, self.length))
             value_buffer.narrow(-2, 0, self.length).copy_(self.value_buffer.narrow(-2, 0, self.length))
         self.key_buffer, self.value_buffer = key_buffer, value_buffer
+
+
+class StepWeights(NamedTuple):
+    """One Pre-LN block's tensors for ``MiniGPT.forward_step``, gathered once per ``generate``
+    call: a step then reads them from a tuple, not through ``nn.Module`` attribute lookups."""
+
+    norm1: tuple[torch.Tensor, torch.Tensor, float]  # (weight, bias, eps) of the LayerNorm before attention
+    w_qkv: torch.Tensor  # (3 D, D): W_Q / sqrt(d_k), W_K and W_V stacked
+    num_heads: int
+    d_k: int
+    w_o: torch.Tensor  # (D, D)
+    norm2: tuple[torch.Tensor, torch.Tensor, float]  # before the FFN
+    w_1: torch.Tensor  # (d_ff, D), the FFN's widening layer, and its bias b_1
+    b_1: torch.Tensor
+    w_2: torch.Tensor  # (D, d_ff), back to D, and its bias b_2
+    b_2: torch.Tensor
+
+
+def step_weights(block) -> StepWeights:
+    """The :class:`StepWeights` of a Pre-LN ``TransformerEncoderBlock``: one matrix-vector product
+    with ``w_qkv`` gives a position's ``q / sqrt(d_k)``, ``k`` and ``v``."""
+    attn, ffn = block.self_attn, block.ffn
+    w_qkv = torch.cat([attn.W_Q.weight / math.sqrt(attn.d_k), attn.W_K.weight, attn.W_V.weight]).detach()
+    return StepWeights((block.norm1.weight, block.norm1.bias, block.norm1.eps), w_qkv, attn.num_heads, attn.d_k,
+                       attn.W_O.weight, (block.norm2.weight, block.norm2.bias, block.norm2.eps),
+                       ffn.linear1.weight, ffn.linear1.bias, ffn.linear2.weight, ffn.linear2.bias)

@@ -1,4 +1,5 @@
-"""Properties of the reference's KV cache (``MiniGPT.forward_cached``, ``generate(use_cache=...)``).
+"""Properties of the reference's KV cache (``MiniGPT.forward_cached``, ``MiniGPT.forward_step``,
+``generate(use_cache=...)``).
 
 The cache is outside the contract (a submission's ``generate`` is held only to the contract),
 so these are tests of the reference, loaded through the loader, and carry no component marker.
@@ -151,22 +152,48 @@ def test_forward_cached_logits_match_forward(config, prefill, weight_seed, dtype
                 f"{[len(c) for c in caches]} positions, expected {end}"
 
 
+@budget(0.5)
+@given(config=model_configs(), prefill=st.integers(1, 10), weight_seed=st.integers(0, 2**16),
+       dtype=st.sampled_from([torch.float64, torch.float32]), data=st.data())
+def test_forward_step_logits_match_forward(config, prefill, weight_seed, dtype, data, ref):
+    """``forward_step``, the fused one-position path of cached generation: after a prefill of
+    ``prefill`` tokens by ``forward_cached``, every step's logits equal ``forward``'s on the prefix."""
+    max_len = config["max_len"]
+    prefill = min(prefill, max_len)
+    tokens = data.draw(st.lists(st.integers(0, config["vocab_size"] - 1), min_size=max_len, max_size=max_len))
+    model = build(ref, config, weight_seed, dtype).eval()
+    caches = [ref.module.kv_cache.KVCache() for _ in model.blocks]
+    weights = [ref.module.kv_cache.step_weights(block) for block in model.blocks]
+    with torch.no_grad():
+        model.forward_cached(torch.tensor([tokens[:prefill]]), caches)
+        for end in range(prefill + 1, max_len + 1):
+            got = model.forward_step(tokens[end - 1], caches, weights)
+            expected = model(torch.tensor([tokens[:end]]))[0][:, -1]
+            assert_close(got, expected, **tolerance(dtype),
+                         what=f"forward_step logits at position {end - 1} (prefill {prefill}, "
+                              f"max_len {max_len}, {dtype}) vs forward")
+
+
 @pytest.mark.parametrize("seed_len, new, max_len, expected", [
     (3, 5, 8, [3, 1, 1, 1, 1]),  # prefill the seed, then one position per step
     (3, 4, 4, [3, 1, 4, 4]),     # from the 5th token on, the window slides: each step recomputes it
     (6, 2, 4, [4, 4]),           # a seed longer than max_len: its last max_len tokens
 ])
-def test_cached_generation_feeds_one_position_per_step(seed_len, new, max_len, expected, ref):
-    """Not a law but the point of the cache: after the prefill each step runs one position
-    through the blocks, until the window slides."""
+def test_cached_generation_feeds_one_position_per_step(seed_len, new, max_len, expected, ref, monkeypatch):
+    """Not a law but the point of the cache: after the prefill each step computes the keys and
+    values of one position (its one layer's cache grows by one), until the window slides."""
     model = build(ref, dict(vocab_size=5, d_model=8, num_heads=2, num_layers=1, d_ff=8, max_len=max_len), 0)
     lengths: list[int] = []
-    handle = model.blocks[0].register_forward_pre_hook(lambda _m, args: lengths.append(args[0].size(1)))
-    try:
-        model.generate([1] * seed_len, max_new_tokens=new, temperature=0)
-    finally:
-        handle.remove()
-    assert lengths == expected, f"positions per step through block 0: expected {expected}, got {lengths}"
+    cache_class = ref.module.kv_cache.KVCache
+    extend = cache_class.extend
+
+    def recording_extend(self, keys, values):
+        lengths.append(keys.size(-2))
+        return extend(self, keys, values)
+
+    monkeypatch.setattr(cache_class, "extend", recording_extend)
+    model.generate([1] * seed_len, max_new_tokens=new, temperature=0)
+    assert lengths == expected, f"positions computed per step: expected {expected}, got {lengths}"
 
 
 # --------------------------------------------------------------------------- the tests can fail
@@ -181,8 +208,17 @@ def test_properties_catch_a_cache_that_forgets_earlier_positions(tmp_path):
 
 def test_properties_catch_cached_positions_at_the_wrong_offset(tmp_path):
     # Every new token gets position 0's encoding instead of its own.
-    broken = load_patched_reference(tmp_path, [("minigpt.py", "start = len(caches[0])", "start = 0")])
+    broken = load_patched_reference(tmp_path, [("minigpt.py", "D, position = self.d_model, len(caches[0])",
+                                                "D, position = self.d_model, 0")])
+    assert_property_fails(test_forward_step_logits_match_forward, ref=broken, match="forward_step logits")
     assert_property_fails(test_greedy_cached_generation_equals_recomputation, regime="within", ref=broken)
+
+
+def test_properties_catch_a_fused_step_without_the_attention_scale(tmp_path):
+    # The fused step's stacked W_Q lacks its 1/sqrt(d_k).
+    broken = load_patched_reference(tmp_path, [("kv_cache.py", "attn.W_Q.weight / math.sqrt(attn.d_k)",
+                                                "attn.W_Q.weight")])
+    assert_property_fails(test_forward_step_logits_match_forward, ref=broken, match="forward_step logits")
 
 
 def test_properties_catch_a_prefill_from_the_wrong_window(tmp_path):

@@ -137,9 +137,23 @@ def affected_by(name: str) -> tuple[str, ...]:
     return tuple(c for c in names() if c == name or name in calls(c))
 
 
+#: Every catalogue copy (pitfalls and allowed variations) generates through the plain loop that
+#: recomputes the window each step, as a student writes ``generate``: the reference's KV cache
+#: (outside the contract) steps through its own fused arithmetic, which would bypass the patched
+#: code, so a copy generating with it would not behave like the student code it stands for.
+PLAIN_GENERATE: Patch = ("minigpt.py", "generator=None,\n                 use_cache=True):",
+                         "generator=None,\n                 use_cache=False):")
+
+
+def with_plain_generate(patches: tuple[Patch, ...]) -> tuple[Patch, ...]:
+    """``patches`` preceded by :data:`PLAIN_GENERATE` (once, wherever the catalogue lists it)."""
+    return (PLAIN_GENERATE,) + tuple(p for p in patches if p != PLAIN_GENERATE)
+
+
 def pitfall(name: str, component: str, explanation: str, *patches: Patch) -> Pitfall:
-    """A :class:`Pitfall` (the patches as separate arguments, as the catalogue writes them)."""
-    return Pitfall(name, component, explanation, tuple(patches))
+    """A :class:`Pitfall` (the patches as separate arguments, as the catalogue writes them), its
+    copy generating through the plain loop (:data:`PLAIN_GENERATE`)."""
+    return Pitfall(name, component, explanation, with_plain_generate(patches))
 
 
 def pitfalls() -> tuple[Pitfall, ...]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from .patching import Patch
 from .pitfalls import Pitfall
+from .registry import PLAIN_GENERATE, with_plain_generate
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,9 @@ class Variation(Pitfall):
 
 
 def _v(name: str, component: str, explanation: str, *patches: Patch) -> Variation:
-    return Variation(name, component, explanation, tuple(patches))
+    """A :class:`Variation`, its copy generating through the plain loop, as every catalogue copy
+    (:data:`~transformer_spec.registry.PLAIN_GENERATE`)."""
+    return Variation(name, component, explanation, with_plain_generate(patches))
 
 
 _SCORES = "scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (..., Lq, Lk)"
@@ -250,9 +253,9 @@ CATALOGUE: tuple[Variation, ...] = (
         "x = self.d_model ** 0.5 * self.token_embed(tokens)  # (B, L, D)")),
     # ------------------------------------------------------------------ generate
     _v("generate_without_kv_cache", "generate",
-       "generate recomputes the whole window every step (no KV cache): a cache is an optimisation, not contract.",
-       ("minigpt.py", "generator=None,\n                 use_cache=True):",
-        "generator=None,\n                 use_cache=False):")),
+       "generate recomputes the whole window every step (no KV cache; every catalogue copy generates so, this "
+       "row with nothing else changed): a cache is an optimisation, not contract.",
+       PLAIN_GENERATE),
     _v("generate_under_no_grad", "generate",
        "generate under torch.no_grad() instead of torch.inference_mode(): either stops autograd.",
        ("minigpt.py", "with torch.inference_mode():", "with torch.no_grad():")),

@@ -13,10 +13,6 @@ from .. import behaviour as bp
 from .. import inputs, recheck
 from ..registry import Component, Name, Recheck, pitfall
 
-#: Generation mistakes are written against the plain (uncached) loop, as a student writes it.
-_NO_CACHE = ("minigpt.py", "generator=None,\n                 use_cache=True):",
-             "generator=None,\n                 use_cache=False):")
-
 NAMES = (
     Name("MiniGPT.generate", "generate", "method",
          "MiniGPT.generate(seed_tokens, max_new_tokens=50, temperature=0.8, top_k=None, generator=None) "
@@ -27,13 +23,13 @@ NAMES = (
 PITFALLS = (
     pitfall("generate_reads_first_position", "generate",
             "generate takes the logits of the FIRST position: the next token comes from the last one, logits[0, -1].",
-            _NO_CACHE, ("minigpt.py", "next_logits = self(window)[0][0, -1]", "next_logits = self(window)[0][0, 0]")),
+            ("minigpt.py", "next_logits = self(window)[0][0, -1]", "next_logits = self(window)[0][0, 0]")),
     pitfall("temperature_multiplied", "generate",
             "generate multiplies the logits by the temperature: divide them (logits / temperature).",
             ("minigpt.py", "next_logits = next_logits / temperature", "next_logits = next_logits * temperature")),
     pitfall("window_ignored", "generate",
             "generate feeds the whole sequence: the model sees at most the last max_len tokens (tokens[-max_len:]).",
-            _NO_CACHE, ("minigpt.py", "window = torch.tensor([tokens[-self.max_len:]], device=device)  # (1, <=max_len)",
+            ("minigpt.py", "window = torch.tensor([tokens[-self.max_len:]], device=device)  # (1, <=max_len)",
                    "window = torch.tensor([tokens], device=device)")),
     pitfall("top_k_ignored", "generate",
             "generate ignores top_k: only the k most likely tokens may be sampled.",
