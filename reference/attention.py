@@ -49,13 +49,14 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None, *, dropout=None
         raise TypeError(f"scale must be None or a float, got {scale!r}")
 
     ### BEGIN SOLUTION
-    scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (..., Lq, Lk)
+    # (q * scale) k^T = (q k^T) * scale: scaling q touches Lq x d_k numbers, not Lq x Lk scores.
+    scores = torch.matmul(q * scale, k.transpose(-2, -1))  # (..., Lq, Lk)
     blocked_rows = None
     if mask is not None:
         check_mask(mask, scores.shape)
-        # In place: `scores` is this call's own temporary (nothing else holds it, and autograd
-        # needs neither it nor its input for the backward of `* scale`), so an out-of-place
-        # fill would only copy the (..., Lq, Lk) scores once more.
+        # In place: `scores` is this call's own temporary (nothing else holds it, and the
+        # matmul's backward needs its inputs, not its output), so an out-of-place fill would
+        # only copy the (..., Lq, Lk) scores once more.
         scores.masked_fill_(mask, float("-inf"))
         # A row with every key blocked would be softmax(-inf, ..., -inf) = NaN. Give such rows
         # finite scores here and zero weights below, so they output 0 with zero gradients.

@@ -50,7 +50,7 @@ from transformer_spec.testing import assert_property_fails
 PITFALLS = by_name()
 
 # --------------------------------------------------------------------------- the mistakes
-SCORES = ("attention.py", "scores = torch.matmul(q, k.transpose(-2, -1)) * scale")
+SCORES = ("attention.py", "scores = torch.matmul(q * scale, k.transpose(-2, -1))")
 SOFTMAX = ("attention.py", "weights = F.softmax(scores, dim=-1)")
 MASK_FILL = ("attention.py", 'scores.masked_fill_(mask, float("-inf"))')
 OUTPUT = ("attention.py", "output = torch.matmul(mixing, v)")

@@ -41,7 +41,7 @@ def test_the_free_choices_the_issue_names_are_covered():
                  "tied_head_with_functional_linear", "generate_without_kv_cache", "generate_under_no_grad",
                  "handwritten_softmax", "handwritten_layernorm", "scores_with_einsum", "output_with_bmm",
                  "causal_mask_from_tril", "causal_mask_by_comparison", "pytorch_default_initialisation",
-                 "scale_q_before_the_matmul"):
+                 "scores_scaled_after_the_matmul"):
         assert name in BY_NAME, name
 
 

@@ -33,7 +33,7 @@ from .patching import INDEPENDENT_IMPL, load_patched_reference
 #: The same mistakes written differently from the catalogue's patches (as another student would):
 #: ``(expected pitfall, patches)``. Measures whether a diagnosis generalises beyond the patch text.
 VARIANTS: tuple[tuple[str, tuple], ...] = (
-    ("no_scaling", (("attention.py", "scores = torch.matmul(q, k.transpose(-2, -1)) * scale",
+    ("no_scaling", (("attention.py", "scores = torch.matmul(q * scale, k.transpose(-2, -1))",
                      "scores = torch.einsum('...qd,...kd->...qk', q, k) * (scale if scale != 1.0 / "
                      "math.sqrt(q.size(-1)) else 1.0)"),)),
     ("softmax_over_queries", (("attention.py", "weights = F.softmax(scores, dim=-1)",

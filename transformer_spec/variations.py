@@ -35,7 +35,7 @@ def _v(name: str, component: str, explanation: str, *patches: Patch) -> Variatio
     return Variation(name, component, explanation, with_plain_generate(patches))
 
 
-_SCORES = "scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (..., Lq, Lk)"
+_SCORES = "scores = torch.matmul(q * scale, k.transpose(-2, -1))  # (..., Lq, Lk)"
 _FILL = 'scores.masked_fill_(mask, float("-inf"))'
 _OUTPUT = "output = torch.matmul(mixing, v)  # (..., Lq, d_v)"
 _SDPA_CALL = "heads, weights = scaled_dot_product_attention(Q, K, V, mask, dropout=self.dropout)"
@@ -100,9 +100,10 @@ CATALOGUE: tuple[Variation, ...] = (
     _v("scores_with_einsum", "attention",
        "q k^T written with torch.einsum: the same product, another kernel.",
        ("attention.py", _SCORES, 'scores = torch.einsum("...qd,...kd->...qk", q, k) * scale')),
-    _v("scale_q_before_the_matmul", "attention",
-       "(q * scale) k^T instead of (q k^T) * scale: equal up to float rounding, which the contract does not fix.",
-       ("attention.py", _SCORES, "scores = torch.matmul(q * scale, k.transpose(-2, -1))")),
+    _v("scores_scaled_after_the_matmul", "attention",
+       "(q k^T) * scale, the seed's order, instead of (q * scale) k^T: equal up to float rounding, which the "
+       "contract does not fix.",
+       ("attention.py", _SCORES, "scores = torch.matmul(q, k.transpose(-2, -1)) * scale")),
     _v("scale_split_between_q_and_k", "attention",
        "(q sqrt(scale)) (k sqrt(scale))^T: another float operation order for the same scores.",
        ("attention.py", _SCORES,

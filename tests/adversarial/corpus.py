@@ -15,7 +15,7 @@ from transformer_spec.patching import REFERENCE_DIR, write_patched_reference
 from . import hostile
 
 SCALE = ("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = 1.0  # forgot 1/sqrt(d_k)")
-SCORES = "    scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (..., Lq, Lk)"
+SCORES = "    scores = torch.matmul(q * scale, k.transpose(-2, -1))  # (..., Lq, Lk)"
 FFN = "        return self.linear2(self.dropout(F.gelu(self.linear1(x))))"
 
 

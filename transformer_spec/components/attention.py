@@ -31,8 +31,8 @@ PITFALLS = (
             ("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = math.sqrt(q.size(-1))")),
     pitfall("scale_argument_ignored", "attention",
             "A given `scale` is ignored: `scale=None` means 1/sqrt(d_k), but a float must multiply the scores.",
-            ("attention.py", "scores = torch.matmul(q, k.transpose(-2, -1)) * scale",
-             "scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))")),
+            ("attention.py", "scores = torch.matmul(q * scale, k.transpose(-2, -1))",
+             "scores = torch.matmul(q / math.sqrt(q.size(-1)), k.transpose(-2, -1))")),
     pitfall("softmax_over_queries", "attention",
             "softmax runs over the wrong dimension (the queries, dim=-2): it must normalise over the "
             "keys, dim=-1, so each query's weights sum to 1 (seed 001 section 10).",
@@ -54,8 +54,8 @@ PITFALLS = (
             ("attention.py", "if blocked_rows.any():", "if False:  # no special case")),
     pitfall("keys_not_transposed", "attention",
             "The scores are q @ k instead of q @ k^T (`k.transpose(-2, -1)`): the shapes are mixed up.",
-            ("attention.py", "scores = torch.matmul(q, k.transpose(-2, -1)) * scale",
-             "scores = torch.matmul(q, k) * scale")),
+            ("attention.py", "scores = torch.matmul(q * scale, k.transpose(-2, -1))",
+             "scores = torch.matmul(q * scale, k)")),
     pitfall("finite_mask_fill", "attention",
             "Blocked scores are filled with -1e9 (seed 001 section 11's exercise) instead of -inf: once the "
             "allowed scores are below -1e9 the blocked keys take the weight; blocked keys must get exactly 0.",
