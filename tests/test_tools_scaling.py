@@ -46,6 +46,13 @@ def test_main_prints_table_and_writes_png(tmp_path, capsys):
     assert_png(tmp_path / "scaling.png", (1000, 420))
 
 
+def test_the_default_output_names_its_full_path(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert scaling.main(["--d-k", "16", "--samples", "2"]) == 0
+    assert f"wrote {tmp_path.resolve() / 'scaling.png'}" in capsys.readouterr().out
+    assert (tmp_path / "scaling.png").is_file()
+
+
 def test_errors_are_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as excinfo:
         scaling.main(["--impl", str(tmp_path / "nothing.py"), "--out", str(tmp_path)])

@@ -69,6 +69,27 @@ def test_heatmap_grid_wraps_after_four_panels(tmp_path):
     assert_png(tmp_path / "h.png", (4 * 360, 2 * 360 + 60))
 
 
+def test_heatmaps_have_a_colorbar_readable_labels_and_no_band_under_the_title():
+    """What users could not read: the weights (no colorbar), 6-point token labels with --text's 24
+    tokens, and ~50 px of nothing between the figure's title and the panels'."""
+    tokens = list("to be or not to be, that")  # 24 characters, as tools.train --text draws
+    maps = [torch.softmax(torch.randn(24, 24, generator=torch.Generator().manual_seed(i)), -1).numpy() for i in range(4)]
+    fig = figures.heatmap_figure(maps, tokens, [f"head {i}" for i in range(4)], "title")
+    try:
+        bars = [ax for ax in fig.axes if ax.get_ylabel() == "attention weight"]
+        assert len(bars) == 1, "one shared colorbar labelled 'attention weight'"
+        panels = [ax for ax in fig.axes if ax not in bars]
+        sizes = {t.get_fontsize() for ax in panels for t in ax.get_xticklabels() + ax.get_yticklabels()}
+        assert min(sizes) >= 8, f"token labels of {sorted(sizes)} pt for 24 tokens"
+        renderer = fig.canvas.get_renderer()
+        title = [t for t in fig.findobj(figures.matplotlib.text.Text) if t.get_text() == "title"]
+        title_bottom = title[0].get_window_extent(renderer).y0
+        panel_top = max(ax.title.get_window_extent(renderer).y1 for ax in panels)
+        assert title_bottom - panel_top < 30, f"{title_bottom - panel_top:.0f} px between the title and the panels"
+    finally:
+        figures.plt.close(fig)
+
+
 def test_checkpoint_rebuilds_model_with_same_outputs(tiny_run):
     ckpt = load_checkpoint(tiny_run / "model.pt")
     assert ckpt["format"] == FORMAT and ckpt["step"] == 4
@@ -206,6 +227,27 @@ def test_unwritable_out_dir_fails_before_training(tmp_path, capsys):
     with pytest.raises(SystemExit) as excinfo:
         train.main([*TINY, "--steps", "2", "--out", str(blocker / "sub")])
     _one_line_error(capsys, excinfo, "--out", "cannot write")
+
+
+def test_a_trained_model_is_not_overwritten_without_force(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train.main([*TINY, "--steps", "2", "--out", str(out), "--no-progress"]) == 0
+    before = (out / "model.pt").read_bytes()
+    with pytest.raises(SystemExit) as excinfo:
+        train.main([*TINY, "--steps", "3", "--out", str(out), "--no-progress"])
+    _one_line_error(capsys, excinfo, "--out", "--resume", "--force")
+    assert (out / "model.pt").read_bytes() == before, "the refused run changed model.pt"
+    assert train.main([*TINY, "--steps", "3", "--out", str(out), "--no-progress", "--force"]) == 0
+    assert load_checkpoint(out / "model.pt")["step"] == 3
+
+
+def test_outputs_have_the_mode_of_the_umask(tiny_run):
+    from transformer_spec.files import current_umask
+
+    want = 0o666 & ~current_umask()
+    for name in ("model.pt", "metrics.json", "loss.png"):
+        mode = (tiny_run / name).stat().st_mode & 0o777
+        assert mode == want, f"{name} has mode {mode:o}, expected {want:o} (0666 less the umask)"
 
 
 def test_impl_without_minigpt(tmp_path, capsys):

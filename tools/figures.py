@@ -69,29 +69,47 @@ def plot_loss(history: dict, path, title: str = "") -> None:
     _save(fig, path)
 
 
-def _heatmaps(maps, tokens: list[str], titles: list[str], suptitle: str, path) -> None:
+#: pixels at the right of a heatmap figure for the shared colorbar and its label
+COLORBAR_PX = 70
+
+
+def heatmap_figure(maps, tokens: list[str], titles: list[str], suptitle: str):
+    """The figure of ``maps`` (each ``(L, L)``, weights in [0, 1]): panels in a grid, one shared
+    colorbar on the right, the title just above the panels' own titles."""
     n = len(maps)
     width, height = grid_size(n)
     cols = min(n, MAX_COLS)
     rows = math.ceil(n / MAX_COLS)
     fig = _figure((width, height))
-    fig.subplots_adjust(left=50 / width, right=1 - 10 / width, bottom=45 / height,
-                        top=1 - (TITLE_PX + 25) / height, wspace=0.3, hspace=0.35)
-    fontsize = 8 if len(tokens) <= 20 else 6 if len(tokens) <= 40 else None
+    fig.subplots_adjust(left=50 / width, right=1 - COLORBAR_PX / width, bottom=45 / height,
+                        top=1 - TITLE_PX / height, wspace=0.25, hspace=0.3)
+    # Token labels while they fit in a panel of ~270 px (24 tokens: the --text display sequence).
+    fontsize = 8 if len(tokens) <= 24 else 7 if len(tokens) <= 32 else 6 if len(tokens) <= 40 else None
+    image = None
     for i, (weights, title) in enumerate(zip(maps, titles, strict=True)):
         ax = fig.add_subplot(rows, cols, i + 1)
-        ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
+        image = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
         ax.set_title(title, fontsize=10)
         if fontsize:
             labels = [repr(t)[1:-1] if not t.isprintable() or t == " " else t for t in tokens]
             labels = ["␣" if t == " " else lab for t, lab in zip(tokens, labels, strict=True)]
             ax.set_xticks(range(len(tokens)), labels, fontsize=fontsize)
             ax.set_yticks(range(len(tokens)), labels, fontsize=fontsize)
+        else:
+            ax.tick_params(labelsize=8)
         if i % cols == 0:
             ax.set_ylabel("query", fontsize=9)
         ax.set_xlabel("key", fontsize=9)
-    fig.suptitle(suptitle, fontsize=12)
-    _save(fig, path)
+    bottom, top = 45 / height, 1 - TITLE_PX / height
+    bar = fig.add_axes((1 - (COLORBAR_PX - 12) / width, bottom, 12 / width, top - bottom))
+    fig.colorbar(image, cax=bar).set_label("attention weight", fontsize=9)
+    bar.tick_params(labelsize=8)
+    fig.suptitle(suptitle, fontsize=12, y=1 - 8 / height, va="top")
+    return fig
+
+
+def _heatmaps(maps, tokens: list[str], titles: list[str], suptitle: str, path) -> None:
+    _save(heatmap_figure(maps, tokens, titles, suptitle), path)
 
 
 def plot_attention_layers(attn_maps, tokens: list[str], path) -> None:

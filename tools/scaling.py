@@ -110,7 +110,7 @@ def main(argv=None) -> int:
         print(finding(rows))
         path = Path(out) / "scaling.png"
         figures.plot_scaling(rows, path, args.seq_len)
-        print(f"wrote {path}")
+        print(f"wrote {path.resolve()}")  # the full path: by default it lands in the current folder
     except (ToolError, SubmissionError) as exc:
         fail(parser, exc)
     return 0

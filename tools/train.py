@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
     run.add_argument("--threads", type=int, help="torch threads per process (default 1: fastest for these small models, above all when other processes share the cores)")
     run.add_argument("--resume", metavar="CHECKPOINT", help="continue the run saved in this model.pt")
+    run.add_argument("--force", action="store_true", help="overwrite a model.pt already in --out (refused otherwise)")
     run.add_argument("--eval-every", type=int, help="steps between validation evaluations")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     model = p.add_argument_group("model (ignored with --resume: the checkpoint decides)")
@@ -246,6 +247,17 @@ def _default_out(args) -> str:
     return os.path.join("runs", datetime.now().strftime("%Y%m%d-%H%M%S"))
 
 
+def _refuse_to_overwrite(out: str, args) -> None:
+    """A trained ``model.pt`` in ``out`` is replaced only by its own resumed run or with --force."""
+    existing = Path(out) / "model.pt"
+    if args.force or not existing.exists():
+        return
+    if args.resume and existing.resolve() == Path(args.resume).resolve():
+        return
+    raise ToolError(f"--out {out} already holds a trained model.pt: continue it with --resume {existing}, "
+                    f"overwrite it with --force, or choose another --out")
+
+
 def run(args: argparse.Namespace) -> dict:
     """Train as ``args`` say; returns a summary (rank 0 writes the files). Raises ToolError."""
     started = time.perf_counter()
@@ -254,6 +266,7 @@ def run(args: argparse.Namespace) -> dict:
     device = resolve_device(args.device, local_rank)
     impl = load_impl(args.impl, "MiniGPT", "MiniGPT.generate")
     task, config, opts, ckpt = _setup(args, rank)
+    _refuse_to_overwrite(_default_out(args), args)
     out = prepare_out_dir(_default_out(args)) if rank == 0 else None
 
     torch.manual_seed(opts["seed"])  # the same initial weights on every process

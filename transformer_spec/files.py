@@ -11,7 +11,8 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
     """Write ``data`` to ``path`` through a temporary file in the same folder, then ``os.replace``.
 
     A crash or ``kill -9`` mid-write leaves the previous file (or none) and at most a hidden
-    ``.<name>.*.tmp`` file, never half a file. Returns ``path``.
+    ``.<name>.*.tmp`` file, never half a file. The file gets the mode ``open()`` would give it
+    (0666 less the umask), not ``mkstemp``'s private 0600. Returns ``path``.
     """
     path = Path(path)
     if isinstance(data, str):
@@ -19,6 +20,7 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -31,6 +33,18 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
             pass
         raise
     return path
+
+
+def current_umask() -> int:
+    """The process's umask, read from ``/proc/self/status`` (setting it to read it back, the only
+    other way, would race with other threads creating files); 0o022 where that is unavailable."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
 
 
 def relative(path: str) -> str:
