@@ -65,7 +65,7 @@ def _lay_out(bundle: Path, root: Path) -> None:
     (root / "results").mkdir()
 
 
-def _python(root: Path) -> str:
+def venv_over_source(root: Path) -> str:
     """setup.sh's environment, made here without installing anything: this interpreter's packages,
     and the bundle's copy of the project first on the path (what ``pip install -e`` of it gives)."""
     venv = root / "venv"
@@ -104,7 +104,7 @@ def _submit_unscaled(submission: Path) -> None:
 def test_run_autograder_writes_what_the_single_grader_writes(bundle, root, tmp_path, submit):
     _lay_out(bundle, root)
     submit(root / "submission")
-    results = _run_autograder(root, _python(root))
+    results = _run_autograder(root, venv_over_source(root))
     direct = tmp_path / "direct.json"
     cmd = [sys.executable, "-m", "tools.grade", "single", str(root / "submission"), "--results-json", str(direct),
            *SETTINGS, "--no-progress"]
@@ -125,7 +125,7 @@ def test_run_autograder_writes_what_the_single_grader_writes(bundle, root, tmp_p
 def test_run_autograder_leaves_a_results_json_when_grading_fails(bundle, root):
     _lay_out(bundle, root)
     (root / "submission").rmdir()  # the grader stops with a usage error and writes nothing
-    results = _run_autograder(root, _python(root))
+    results = _run_autograder(root, venv_over_source(root))
     assert results["score"] == 0 and results["tests"] == []
     assert "could not grade this submission" in results["output"]
     assert "no such file or folder" in results["output"]
@@ -158,7 +158,7 @@ def test_bundle_holds_the_scripts_and_the_project_and_nothing_else(bundle):
     assert not missing, f"tracked files left out of the bundle: {missing}"
 
 
-def _pinned_torch() -> str:
+def pinned_torch() -> str:
     lines = [ln for ln in (REPO / "constraints.txt").read_text().splitlines() if ln.startswith("torch==")]
     assert len(lines) == 1
     return lines[0].removeprefix("torch==").strip()
@@ -170,7 +170,7 @@ def test_setup_sh_installs_bubblewrap_and_the_pinned_versions(bundle):
         script = zf.read("run_autograder").decode()
     installs = [ln for ln in setup.splitlines() if ln.startswith("apt-get install")]
     assert installs and "bubblewrap" in installs[0].split() and "python3-venv" in installs[0].split()
-    assert f'pip install -c constraints.txt "torch=={_pinned_torch()}"' in setup
+    assert f'pip install -c constraints.txt "torch=={pinned_torch()}"' in setup
     assert 'pip install -c constraints.txt -e ".[dev]"' in setup
     assert setup.startswith("#!/usr/bin/env bash\n") and "set -euo pipefail" in setup
     assert script.startswith("#!/usr/bin/env bash\n")
@@ -218,7 +218,7 @@ def test_setup_sh_runs_its_steps_in_order(bundle, tmp_path, old_python):
     steps = [c for c in calls if c.startswith(("apt-get", venv_python))]
     assert steps[0].startswith("apt-get") and steps[0].endswith(" update")
     assert "bubblewrap" in steps[1].split() and steps[1].startswith("apt-get") and " install -y " in steps[1]
-    torch = f"{venv_python} -m pip install -c constraints.txt torch=={_pinned_torch()} --extra-index-url "
+    torch = f"{venv_python} -m pip install -c constraints.txt torch=={pinned_torch()} --extra-index-url "
     assert steps[2].startswith(torch)
     assert steps[3] == f"{venv_python} -m pip install -c constraints.txt -e .[dev]"
     assert steps[4].startswith(f"{venv_python} -c import torch")
@@ -228,7 +228,7 @@ def test_setup_sh_runs_its_steps_in_order(bundle, tmp_path, old_python):
     proc = subprocess.run(["bash", str(source / "setup.sh")], cwd=tmp_path, env={**env, "TORCH_INDEX_URL": ""},
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert f"{venv_python} -m pip install -c constraints.txt torch=={_pinned_torch()}" in log.read_text().splitlines()
+    assert f"{venv_python} -m pip install -c constraints.txt torch=={pinned_torch()}" in log.read_text().splitlines()
 
 
 def test_settings_reach_the_single_grader_unchanged():

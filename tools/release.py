@@ -2,8 +2,12 @@
 
     python -m tools.release --out DIR [--name my_transformer] [--force]
     python -m tools.release --gradescope OUT.zip [--force] [--rubric FILE] [--tests PATH...] [limits]
+    python -m tools.release --prairielearn DIR [--image NAME] [--force] [settings]
+    python -m tools.release --github-classroom DIR --grader-repo OWNER/NAME [--grader-ref REF] [--name N] [settings]
 
-The second form writes the Gradescope autograder bundle (:mod:`tools.gradescope_bundle`).
+The other forms write a grading platform's files: the Gradescope autograder bundle
+(:mod:`tools.gradescope_bundle`), PrairieLearn's external grader (:mod:`tools.prairielearn`), and a
+GitHub Classroom template repository (the kit and its autograding workflow, :mod:`tools.classroom`).
 
 Every region of ``reference/`` between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` (nbgrader's
 convention) becomes, at the region's indentation::
@@ -150,35 +154,77 @@ def release(out: Path, name: str = "my_transformer", force: bool = False) -> Pat
 
 
 def main(argv: list[str] | None = None) -> int:
-    from . import gradescope_bundle
+    from . import classroom, gradescope_bundle, prairielearn
 
     parser = argparse.ArgumentParser(
         prog="python -m tools.release",
         description="Write the student starter kit (--out DIR: reference/ with every solution region replaced by "
-                    "raise NotImplementedError(...)), or the Gradescope autograder bundle (--gradescope OUT.zip).",
+                    "raise NotImplementedError(...)), or a grading platform's files: the Gradescope autograder "
+                    "bundle (--gradescope OUT.zip), PrairieLearn's external grader (--prairielearn DIR), a GitHub "
+                    "Classroom template repository (--github-classroom DIR).",
     )
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--out", type=Path, metavar="DIR", help="folder to write the starter kit to")
     mode.add_argument("--gradescope", type=Path, metavar="OUT.zip",
                       help="write the Gradescope autograder zip (setup.sh, run_autograder, this project)")
-    parser.add_argument("--name", default=None, help="the kit's package name (default: my_transformer; --out only)")
-    parser.add_argument("--force", action="store_true", help="overwrite DIR/<name> or OUT.zip if it exists")
+    mode.add_argument("--prairielearn", type=Path, metavar="DIR",
+                      help="write PrairieLearn's grader: DIR/serverFilesCourse/transformer_spec/run.sh, the image "
+                           "(DIR/image/), the question's externalGradingOptions (DIR/externalGradingOptions.json)")
+    mode.add_argument("--github-classroom", type=Path, metavar="DIR",
+                      help="write a GitHub Classroom template repository: the starter kit and "
+                           "DIR/.github/workflows/classroom.yml")
+    parser.add_argument("--name", default=None,
+                        help="the kit's package name (default: my_transformer; --out and --github-classroom)")
+    parser.add_argument("--force", action="store_true", help="overwrite what the mode writes if it exists")
+    parser.add_argument("--image", default=None,
+                        help=f"--prairielearn: the grading image's name (default {prairielearn.DEFAULT_IMAGE})")
+    parser.add_argument("--grader-repo", default=None, metavar="OWNER/NAME",
+                        help="--github-classroom: the GitHub repository of the course's copy of this project")
+    parser.add_argument("--grader-ref", default=None, metavar="REF",
+                        help="--github-classroom: its branch, tag or commit (default main)")
     gradescope_bundle.add_arguments(parser.add_argument_group(
-        "grading settings of the bundle (--gradescope only; run_autograder passes them to tools.grade single)"))
+        "grading settings (--gradescope, --prairielearn, --github-classroom; passed to tools.grade single)"))
     args = parser.parse_args(argv)
+    platform = ("--gradescope" if args.gradescope is not None else "--prairielearn" if args.prairielearn is not None
+                else "--github-classroom" if args.github_classroom is not None else None)
     try:
+        for flag, value, allowed, what in (
+                ("--name", args.name, ("--github-classroom", None), "the starter kit (--out DIR) and --github-classroom"),
+                ("--image", args.image, ("--prairielearn",), "--prairielearn"),
+                ("--grader-repo", args.grader_repo, ("--github-classroom",), "--github-classroom"),
+                ("--grader-ref", args.grader_ref, ("--github-classroom",), "--github-classroom")):
+            if value is not None and platform not in allowed:
+                raise ReleaseError(f"{flag} applies to {what}, not to {platform or '--out'}")
         if args.gradescope is not None:
-            if args.name is not None:
-                raise ReleaseError("--name applies to the starter kit (--out DIR), not to --gradescope")
             names = gradescope_bundle.build(args.gradescope, args, args.force)
             print(f"Gradescope autograder written to {args.gradescope} ({len(names)} files); upload it as the "
                   "assignment's autograder zip (docs/grading.md)")
             return 0
+        if args.prairielearn is not None:
+            written = prairielearn.build(args.prairielearn, args, args.image or prairielearn.DEFAULT_IMAGE, args.force)
+            print(f"PrairieLearn grader written to {args.prairielearn} ({len(written)} files): build and push "
+                  f"{args.prairielearn / 'image'}, copy serverFilesCourse/ into the course and "
+                  f"{prairielearn.OPTIONS_NAME} into the question's info.json (docs/grading.md)")
+            return 0
+        if args.github_classroom is not None:
+            name = args.name or "my_transformer"
+            if not name.isidentifier():
+                raise ReleaseError(f"--name {name!r} is not a valid Python package name")
+            if (args.github_classroom / name).exists() and not args.force:
+                raise ReleaseError(f"{args.github_classroom / name} already exists; remove it or pass --force to "
+                                   "overwrite it")
+            target = classroom.build(args.github_classroom, args, args.grader_repo, args.grader_ref or "main", name,
+                                     args.force)
+            release(args.github_classroom, name, args.force)
+            print(f"GitHub Classroom template written to {args.github_classroom} (the kit and {target}); push it "
+                  "as the assignment's template repository (docs/grading.md)")
+            return 0
         given = gradescope_bundle.differs_from_defaults(args)
         if given:
-            raise ReleaseError(f"{given[0]} applies to the Gradescope bundle (--gradescope OUT.zip), not to --out")
+            raise ReleaseError(f"{given[0]} applies to the Gradescope bundle (--gradescope OUT.zip) and the other "
+                               "grading platforms (--prairielearn, --github-classroom), not to --out")
         pkg = release(args.out, args.name or "my_transformer", args.force)
-    except (ReleaseError, gradescope_bundle.BundleError) as exc:
+    except (ReleaseError, gradescope_bundle.BundleError, classroom.ClassroomError) as exc:
         print(f"release: error: {exc}", file=sys.stderr)
         return 2
     print(f"starter kit written to {pkg}; students run: python -m pytest spec_tests properties --impl {pkg}")
