@@ -136,6 +136,14 @@ def test_component_score_adds_up_the_components_tests():
     assert not classroom_check.component_score({"tests": [_test("ffn", 5.99, 6.0)]}, "ffn").full
 
 
+def test_a_hidden_test_that_lost_points_shows_its_points_but_not_its_details(capsys):
+    hidden = dict(_test("errors", 0.0, 2.0, "secret input 7"), visibility="after_published")
+    score = classroom_check.component_score({"tests": [_test("errors", 4.0, 4.0), hidden]}, "errors")
+    text = classroom_check.report(score)
+    assert not score.full and "4 / 6 points" in text and "a hidden test: 0 / 2" in text
+    assert "secret input 7" not in text and "test_errors_0.0" not in text
+
+
 def test_an_ungradable_submission_fails_every_check_with_the_reason(tmp_path, capsys):
     # tools.grade single lists every test at 0 with the reason when the submission cannot be imported.
     broken = {"score": 0.0, "output": "the submission cannot be graded: SyntaxError at attention.py:3",
