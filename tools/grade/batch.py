@@ -23,7 +23,7 @@ from .output import Output, remove_temp_files
 from .record import Record
 from .settings import RECORD, STATE_DIR, GradeError, Settings
 from .submissions import Entry, discover, shard_of, submission_hash
-from .suite import Context, Suite, collect_skeleton
+from .suite import Context, Setup, Suite, collect_skeleton
 
 
 def _components(skeleton: list[dict]) -> list[str]:
@@ -38,7 +38,11 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
     submissions = submissions.resolve()
     if out == submissions or submissions in out.parents:
         raise GradeError("--out must not be inside the submissions folder")
-    entries = [e for e in discover(submissions) if shard[1] == 1 or shard_of(e.student, shard[1]) == shard[0]]
+    found = discover(submissions)
+    if not found:
+        raise GradeError(f"{submissions}: nothing to grade (no .py file, notebook, package or student folder in it); "
+                         "give the folder that holds one file or folder per student")
+    entries = [e for e in found if shard[1] == 1 or shard_of(e.student, shard[1]) == shard[0]]
     class_files = folder_hashes(submissions)
     suite = Suite()
     config = {"fingerprint": settings.fingerprint(suite.sha256), "shard": list(shard)}
@@ -67,10 +71,10 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
     tmp_root = Path(tempfile.mkdtemp(prefix="transformer-spec-grade-"))
     os.chmod(tmp_root, 0o711)  # children of the uid tier pass through to their own folder, list nothing
     output.write(state / f"tmp-root-{os.getpid()}.txt", str(tmp_root))
+    setup = ThreadPoolExecutor(max_workers=2)  # the setup, and the sandbox's probe
     try:
         ctx = Context(settings, suite, tmp_root, rubric=settings.rubric_object(), seed=secrets.randbelow(2**31 - 1000))
-        _prepare(ctx)
-        comps = _components(ctx.skeleton)
+        _prepare(ctx, setup)
         todo = []
         for e in entries:
             rec = output.records.get(e.student)
@@ -80,12 +84,15 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
         # Students no longer in the folder (or in another shard) are not in this gradebook.
         keep = {e.student for e in entries}
         output.records = {s: r for s, r in output.records.items() if s in keep}
-        output.write(out / "gradebook.csv", output.gradebook(comps))
         jobs = jobs or os.cpu_count() or 1
-        bar = _progress(len(entries), len(entries) - len(todo), progress)
         pool = ThreadPoolExecutor(max_workers=jobs)
         try:
             pending = {pool.submit(_grade_safely, e, ctx) for e in todo}
+            # The first children run while the setup finishes; a setup that failed (the suite not
+            # collected) stops the batch here, before any record is saved.
+            comps = _components(ctx.skeleton)
+            output.write(out / "gradebook.csv", output.gradebook(comps))
+            bar = _progress(len(entries), len(entries) - len(todo), progress)
             while pending:
                 done, pending = wait(pending, timeout=2.0, return_when=FIRST_COMPLETED)
                 output.sweep(protect={tmp_root})  # also while children run: nothing forged stays
@@ -110,27 +117,29 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
                   + ", ".join(sorted({str(p) for p, _ in changed})[:10]), file=sys.stderr)
         return output.records
     finally:
+        setup.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(tmp_root, ignore_errors=True)
         (state / f"tmp-root-{os.getpid()}.txt").unlink(missing_ok=True)
 
 
-def _prepare(ctx: Context) -> None:
-    """What every submission's grading needs, made once: the skeleton (a trusted child collecting
-    the suite, ~4 s) while this process chooses the sandbox, writes the diagnosis table and
-    computes the re-checks' expected outputs."""
-    setup = ThreadPoolExecutor(max_workers=1)
+def _prepare(ctx: Context, setup: ThreadPoolExecutor) -> None:
+    """What every submission's grading needs, made once. A child needs the sandbox and the
+    diagnosis table, chosen and written here; deciding a grade needs the skeleton (a trusted
+    child collecting the suite, ~4 s) and the re-checks' expected outputs, made in ``setup``'s
+    thread while the first children already run (``ctx.skeleton`` waits for them)."""
+    ctx.setup = setup.submit(_setup, ctx)
     try:
-        skeleton = setup.submit(collect_skeleton, ctx)
-        ctx.sandbox = sandbox.choose(ctx.settings.sandbox)
+        chosen = setup.submit(sandbox.choose, ctx.settings.sandbox)  # a probe child, ~1 s
         ctx.diagnosis_table = diagnosis_catalogue.write_table(ctx.tmp_root / "diagnosis.pt")
-        if ctx.settings.rechecks:
-            ctx.expected = recheck.expected_outputs(ctx.seed)
-        skeleton.result()
+        ctx.sandbox = chosen.result()
     except BaseException:
         kill_all()  # the skeleton's child, if this process gave up first (no sandbox works here)
         raise
-    finally:
-        setup.shutdown(wait=True)
+
+
+def _setup(ctx: Context) -> Setup:
+    skeleton = collect_skeleton(ctx)
+    return Setup(skeleton, recheck.expected_outputs(ctx.seed) if ctx.settings.rechecks else {})
 
 
 def folder_hashes(folder: Path) -> dict[str, str]:

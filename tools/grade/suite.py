@@ -6,6 +6,7 @@ import hashlib
 import shutil
 import sys
 import tempfile
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,16 +41,37 @@ class Suite:
 
 
 @dataclass
+class Setup:
+    """What deciding a grade needs and a child does not: the skeleton (results.json "tests" of a
+    run that ran nothing) and the re-checks' expected outputs (re-check name -> reference arrays)."""
+
+    skeleton: list[dict] = field(default_factory=list)
+    expected: dict = field(default_factory=dict)
+
+
+@dataclass
 class Context:
     settings: Settings
     suite: Suite
     tmp_root: Path
     rubric: rubric.Rubric | None = None  # parsed once from settings.rubric
-    skeleton: list[dict] = field(default_factory=list)  # results.json "tests" of a run that ran nothing
     seed: int = 0
-    expected: dict = field(default_factory=dict)  # re-check name -> reference arrays
     sandbox: Sandbox = field(default_factory=lambda: Sandbox("none"))
     diagnosis_table: Path | None = None  # the catalogue's features, computed by the parent
+    # The Setup, or the future of one: it is made while the first children already run.
+    setup: Setup | Future = field(default_factory=Setup)
+
+    def ready(self) -> Setup:
+        """The setup, once made (waiting for it if needed; its error if it failed)."""
+        return self.setup.result() if isinstance(self.setup, Future) else self.setup
+
+    @property
+    def skeleton(self) -> list[dict]:
+        return self.ready().skeleton
+
+    @property
+    def expected(self) -> dict:
+        return self.ready().expected
 
     def env(self, work: Path) -> dict:
         """The environment of a child working in ``work``."""
@@ -98,7 +120,7 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40] or "x"
 
 
-def collect_skeleton(ctx: Context) -> None:
+def collect_skeleton(ctx: Context) -> list[dict]:
     """The graded tests, their numbers and points, from a run on the reference that runs nothing."""
     sandbox = new_sandbox(ctx, "skeleton")
     try:
@@ -114,5 +136,5 @@ def collect_skeleton(ctx: Context) -> None:
                          + run.log()[-3000:])
     # The points, from the rubric as the plugin shares them (the parent's own computation).
     points, _ = rubric.assign_points(ctx.rubric, {t.nodeid: t.component for t in report.tests.values()})
-    ctx.skeleton = [results_file.test_entry(t.nodeid, t.component, t.number, points[t.nodeid], 0.0, False, "",
-                                            t.hidden) for t in report.tests.values()]
+    return [results_file.test_entry(t.nodeid, t.component, t.number, points[t.nodeid], 0.0, False, "",
+                                     t.hidden) for t in report.tests.values()]
