@@ -189,11 +189,21 @@ def _cmdline_has(proc: Path, text: str) -> bool:
         return False
 
 
-def test_usage_errors(tmp_path):
+def test_an_empty_class_folder_is_an_error(tmp_path, capsys):
+    (tmp_path / "subs" / ".hidden").mkdir(parents=True)  # nothing a student handed in
+    assert grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "nothing to grade" in err and "subs" in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists(), "an empty class left an output folder"
+
+
+def test_usage_errors(tmp_path, capsys):
     (tmp_path / "subs").mkdir()
+    (tmp_path / "subs" / "alice.py").write_text("")
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "something").write_text("x")
     assert grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert "is not empty" in capsys.readouterr().err
     assert grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "o2"), "--tests", "tests"]) == 2
     with pytest.raises(SystemExit):
         grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "o3"), "--shard", "3/2"])
@@ -214,7 +224,7 @@ def test_discovery_and_shards_are_deterministic(tmp_path):
     entries = {e.student: e for e in grade.discover(subs)}
     assert sorted(entries) == ["alice", "bob", "carol", "pkg"]
     assert entries["bob"].target == subs / "bob" / "my_transformer"
-    assert entries["carol"].target is None and "2 .py files" in entries["carol"].problem
+    assert entries["carol"].target is None and "2 .py or .ipynb files" in entries["carol"].problem
     ids = [f"s{i}" for i in range(200)]
     parts = [{s for s in ids if grade.shard_of(s, 3) == k} for k in (1, 2, 3)]
     assert set().union(*parts) == set(ids) and sum(map(len, parts)) == len(ids)
@@ -226,6 +236,17 @@ def test_atomic_write_leaves_whole_files_only(tmp_path):
     grade.atomic_write(target, "1")
     grade.atomic_write(target, "2")
     assert target.read_text() == "2" and sorted(p.name for p in target.parent.iterdir()) == ["f.json"]
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_atomic_write_gives_the_mode_of_the_umask(tmp_path, umask, mode):
+    """Gradebooks, records and checkpoints get the usual mode, not mkstemp's 0600."""
+    old = os.umask(umask)
+    try:
+        written = grade.atomic_write(tmp_path / f"f{umask:o}.csv", "x")
+    finally:
+        os.umask(old)
+    assert written.stat().st_mode & 0o777 == mode, f"mode {written.stat().st_mode & 0o777:o} under umask {umask:o}"
 
 
 @pytest.mark.skipif(not os.environ.get("TRANSFORMER_SPEC_SLOW"), reason="the full-suite class run takes minutes; "

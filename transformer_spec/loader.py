@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from . import contract
+from . import contract, notebooks
 from .outcomes import Kind, kind_of_import_failure
 
 ENV_VAR = "TRANSFORMER_IMPL"
@@ -166,7 +166,7 @@ def _not_submitted_message(name: str) -> str:
 
 def _is_path(target: str) -> bool:
     """Paths are loaded from the file system; anything else is imported by module name."""
-    if target.endswith(".py") or os.sep in target or "/" in target:
+    if target.endswith((".py", notebooks.SUFFIX)) or os.sep in target or "/" in target:
         return True
     return Path(target).exists() and not _importable(target)
 
@@ -174,7 +174,7 @@ def _is_path(target: str) -> bool:
 def _module_name_for(path: Path) -> str:
     """A module name unique to the file or folder, so two submissions that share a file name
     (every student's ``transformer.py``) never share ``sys.modules`` entries."""
-    stem = path.stem if path.suffix == ".py" else path.name
+    stem = path.stem if path.suffix in (".py", notebooks.SUFFIX) else path.name
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
     safe = re.sub(r"\W", "_", stem)
     return f"_submission_{safe}_{digest}"
@@ -196,8 +196,10 @@ def _import_from_path(target: str) -> ModuleType:
         )
     elif path.suffix == ".py":
         spec = importlib.util.spec_from_file_location(_module_name_for(path), path)
+    elif path.suffix == notebooks.SUFFIX:
+        return _import_notebook(path)
     else:
-        raise FileNotFoundError(f"{target} is neither a .py file nor a package folder")
+        raise FileNotFoundError(f"{target} is neither a .py file, a notebook (.ipynb) nor a package folder")
     # A path loaded again in the same process (a student re-running after an edit) is imported
     # afresh, submodules included.
     for name in [m for m in sys.modules if m == spec.name or m.startswith(spec.name + ".")]:
@@ -214,6 +216,27 @@ def _import_from_path(target: str) -> ModuleType:
         spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(spec.name, None)
+        raise
+    return module
+
+
+def _import_notebook(path: Path) -> ModuleType:
+    """The notebook's code cells run in order as one module (:mod:`transformer_spec.notebooks`);
+    the lines it skipped are the module's ``__notebook_notes__``."""
+    source = notebooks.read(path)
+    name = _module_name_for(path)
+    sys.modules.pop(name, None)
+    module = ModuleType(name)
+    module.__file__ = str(path)
+    module.__notebook_notes__ = list(source.notes)
+    sys.modules[name] = module
+    parent = str(path.parent)
+    if parent not in sys.path:
+        sys.path.append(parent)
+    try:
+        notebooks.run(source, module)
+    except BaseException:
+        sys.modules.pop(name, None)
         raise
     return module
 
@@ -239,9 +262,9 @@ def describe_import_failure(target: str, exc: BaseException) -> str:
 def _reason(target: str, exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     own = [f for f in frames if "importlib" not in f.filename and "transformer_spec" not in f.filename]
-    where = f" (at {own[-1].filename}:{own[-1].lineno})" if own else ""
+    where = f" (at {_place(own[-1].filename, own[-1].lineno)})" if own else ""
     if isinstance(exc, SyntaxError):
-        return f"SyntaxError: {exc.msg} (at {exc.filename}:{exc.lineno})"
+        return f"SyntaxError: {exc.msg} (at {_place(exc.filename, exc.lineno)})"
     if isinstance(exc, ModuleNotFoundError) and exc.name != target:
         return f"it needs the module {exc.name!r}, which is not installed{where}"
     if isinstance(exc, ModuleNotFoundError):
@@ -257,13 +280,25 @@ def _reason(target: str, exc: BaseException) -> str:
     return f"it raised {type(exc).__name__} while being imported{message}{where}"
 
 
+def _place(filename: str | None, lineno: int | None) -> str:
+    """``file:line``, or ``notebook.ipynb, cell N, line L`` for a notebook's cell."""
+    cell = notebooks.cell_of(filename)
+    if cell is not None:
+        return f"{cell[0]}, cell {cell[1]}, line {lineno}"
+    return f"{filename}:{lineno}"
+
+
 def how_to_fix(target: str, exc: BaseException) -> str:
     """One line saying what to do about an import failure (the kind of exception decides)."""
     frames = traceback.extract_tb(exc.__traceback__)
     own = [f for f in frames if "importlib" not in f.filename and "transformer_spec" not in f.filename]
+    if isinstance(exc, SyntaxError) and notebooks.cell_of(exc.filename) is not None:
+        return f"fix the syntax at {_place(exc.filename, exc.lineno)} (Jupyter's Restart & Run All shows it too)"
     if isinstance(exc, SyntaxError):
         return (f"fix the syntax at {exc.filename}:{exc.lineno}; `python -m py_compile {exc.filename}` "
                 f"checks a file in a second")
+    if isinstance(exc, ValueError) and str(target).endswith(notebooks.SUFFIX) and not own:
+        return "save the notebook from Jupyter again (File > Save), or hand in the code as a .py file"
     if isinstance(exc, ModuleNotFoundError) and exc.name != target:
         return (f"remove the import of {exc.name!r} (or install it, if the assignment allows it); the grader "
                 f"has the course's packages only")
@@ -274,6 +309,11 @@ def how_to_fix(target: str, exc: BaseException) -> str:
         return ("put your own files in the submission's folder instead of symlinks (`cp -L` copies a link's "
                 "target; the course's reference/ is not allowed)")
     first = own[-1].filename if own else target
+    cell = notebooks.cell_of(first)
+    if cell is not None:
+        return (f"importing runs every cell of {cell[0]} in order: run Restart & Run All in Jupyter to see the "
+                f"whole error (cell {cell[1]}), and put demos and training code in cells of their own under "
+                f"`if __name__ == \"__main__\":`")
     if isinstance(exc, SystemExit):
         return (f"importing must not exit: move the sys.exit() (and any script code) of {first} under "
                 f"`if __name__ == \"__main__\":`")

@@ -91,11 +91,13 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(threads)
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def pytest_report_header(config: pytest.Config) -> list[str]:
     sub = under_test(config).submission
     if sub.error:
-        return f"implementation under test: {sub.target} -- CANNOT BE GRADED (why: below)"
-    return f"implementation under test: {sub.target} ({sub.origin})"
+        return [f"implementation under test: {sub.target} -- CANNOT BE GRADED (why: below)"]
+    notes = getattr(sub.module, "__notebook_notes__", [])  # a notebook's skipped IPython lines
+    return [f"implementation under test: {sub.target} ({sub.origin})",
+            *(f"  note: {n} (not Python; the grader runs the notebook's code cells as a module)" for n in notes)]
 
 
 @pytest.fixture(scope="session")

@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Grade a folder of submissions (one per student), each in its own process; "
                     "`python -m tools.grade merge OUT_DIR... --out DIR` combines shards; "
                     "`python -m tools.grade single SUBMISSION --results-json FILE` grades one.")
-    p.add_argument("submissions", type=Path, help="folder with one .py file, package folder or folder per student")
+    p.add_argument("submissions", type=Path, help="folder with one .py file, notebook (.ipynb), package folder or folder per student")
     p.add_argument("--out", type=Path, required=True, help="output folder (gradebook.csv, students/<id>/...)")
     p.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: the number of cores)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted grading in --out; finished "
@@ -74,7 +74,7 @@ def build_single_parser() -> argparse.ArgumentParser:
         prog="python -m tools.grade single",
         description="Grade one submission as the class grader grades a student (its own process, limits, "
                     "hidden re-checks) and write Gradescope's results.json.")
-    p.add_argument("submission", type=Path, help="the submission: a .py file, a package folder, or a folder holding one")
+    p.add_argument("submission", type=Path, help="the submission: a .py file, a notebook (.ipynb), a package folder, or a folder holding one")
     p.add_argument("--results-json", type=Path, required=True, metavar="FILE", help="where to write results.json")
     add_settings_arguments(p, coverage=False)
     return p

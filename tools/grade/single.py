@@ -26,7 +26,7 @@ def grade_single(submission: Path, results_json: Path, settings: Settings, progr
     its ``results.json`` to ``results_json``; returns the record the class grader decided."""
     submission = Path(submission).expanduser().resolve()
     if not submission.exists():
-        raise GradeError(f"{submission}: no such file or folder; give the submission's .py file or package folder")
+        raise GradeError(f"{submission}: no such file or folder; give the submission's .py file, notebook or package folder")
     results_json = Path(results_json).resolve()
     if results_json == submission or submission in results_json.parents:
         raise GradeError("--results-json must not be inside the submission")

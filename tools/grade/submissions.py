@@ -13,6 +13,10 @@ from transformer_spec.loader import outside_symlinks
 from .settings import MAX_SUBMISSION_BYTES, GradeError
 
 
+#: a single-file submission: a module, or a Jupyter notebook (its code cells, transformer_spec.notebooks)
+GRADED_SUFFIXES = (".py", ".ipynb")
+
+
 @dataclass
 class Entry:
     student: str
@@ -24,7 +28,7 @@ class Entry:
 def _candidates(folder: Path) -> tuple[list[Path], list[Path]]:
     pkgs = sorted(p for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").is_file()
                   and not p.name.startswith((".", "__")))
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix == ".py"
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in GRADED_SUFFIXES
                    and p.name not in ("conftest.py", "setup.py") and not p.name.startswith(("test_", ".")))
     return pkgs, files
 
@@ -37,7 +41,7 @@ def discover(submissions: Path) -> list[Entry]:
     for p in sorted(submissions.iterdir()):
         if p.name.startswith((".", "__")):
             continue
-        if p.is_file() and p.suffix == ".py":
+        if p.is_file() and p.suffix in GRADED_SUFFIXES:
             entries.append(Entry(p.stem, p, p))
         elif p.is_dir() and (p / "__init__.py").is_file():
             entries.append(Entry(p.name, p, p))
@@ -48,9 +52,9 @@ def discover(submissions: Path) -> list[Entry]:
             elif not pkgs and len(files) == 1:
                 entries.append(Entry(p.name, files[0], p))
             else:
-                what = (f"{len(pkgs)} packages" if pkgs else f"{len(files)} .py files")
+                what = (f"{len(pkgs)} packages" if pkgs else f"{len(files)} .py or .ipynb files")
                 entries.append(Entry(p.name, None, None,
-                                     f"the folder holds {what}; expected exactly one package folder or one .py file"))
+                                     f"the folder holds {what}; expected exactly one package folder, one .py file or one notebook"))
     return entries
 
 
