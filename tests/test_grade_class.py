@@ -61,7 +61,7 @@ def test_the_corpus_is_a_mixed_class(corpus):
 STUDENTS = ["correct", "buggy", "syntax_error", "import_loop", "forward_loop", "memory_bomb", "exit_at_import",
             "os_exit_forward", "keyboard_interrupt", "system_exit", "print_100mb", "forged_files", "conftest_all_pass",
             "patch_allclose", "patch_harness", "edit_tests", "delete_tests", "delegate_reference", "delegate_torch",
-            "equal_to_anything"]
+            "equal_to_anything", "alt_module", "alt_notebook"]
 
 
 @pytest.mark.parametrize("student", STUDENTS)
@@ -89,6 +89,27 @@ def test_each_submission_gets_the_grade_it_earned(corpus, student):
     for c in e.full:
         assert r.components[c] == pytest.approx(full[c], abs=0.01), f"{context}: {c} should score full points"
     assert book[student]["status"] == r.status and float(book[student]["total"]) == r.total
+
+
+def test_a_notebook_gets_the_grade_of_the_same_code_as_a_py_file(corpus):
+    _, _, records, _, _ = corpus
+    module, notebook = records["alt_module"], records["alt_notebook"]
+    assert notebook.status == module.status == "ok", (notebook.detail, module.detail)
+    assert notebook.total == module.total == module.possible and notebook.components == module.components
+    assert [(t["name"], t["score"]) for t in notebook.tests] == [(t["name"], t["score"]) for t in module.tests]
+
+
+def test_the_class_report_shows_scores_components_mistakes_and_statuses(corpus):
+    root, _, records, _, _ = corpus
+    page = (root / "out" / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 4, "the four figures, inline"
+    for section in ("Scores", "Components", "Students x components", "Most common mistakes", "Not graded normally"):
+        assert f"<h2>{section}</h2>" in page, section
+    assert records["buggy"].mistakes.get("attention") == ["no_scaling"], records["buggy"].mistakes
+    assert "<code>no_scaling</code>" in page and "buggy" in page.split("<code>no_scaling</code>")[1].split("</tr>")[0]
+    not_ok = page.split("<h2>Not graded normally</h2>")[1]
+    for student, r in records.items():
+        assert (f"<td>{student}</td><td>{r.status}</td>" in not_ok) == (r.status != "ok"), student
 
 
 def test_buggy_honest_submissions_are_never_called_tampering(corpus):

@@ -102,10 +102,18 @@ def diagnose(impl, components: Iterable[str], table=None) -> dict[str, Diagnosis
     return out
 
 
-def annotate(submission, results: Iterable[Outcome]) -> dict[str, str]:
-    """The diagnosis of each failing component of a graded run: ``{component: message}``, in
-    report order (the grading plugin shows each once: the notes, results.json's ``output`` and
-    ``extra_data``).
+@dataclass(frozen=True)
+class Annotations:
+    """What a graded run's diagnosis found, by failing component (in report order)."""
+
+    messages: dict[str, str]  # the diagnosis a student reads
+    mistakes: dict[str, tuple[str, ...]]  # the pitfalls it names (the matches, else the partial ones)
+
+
+def annotate(submission, results: Iterable[Outcome]) -> Annotations:
+    """The diagnosis of each failing component of a graded run (the grading plugin shows each
+    message once: the notes, results.json's ``output`` and ``extra_data``; the class report
+    counts the named pitfalls).
 
     ``results`` are the run's settled outcomes. Skipped when the submission did not import, when
     ``$TRANSFORMER_SPEC_NO_DIAGNOSE`` is set, or for a component whose failures are all missing
@@ -114,16 +122,18 @@ def annotate(submission, results: Iterable[Outcome]) -> dict[str, str]:
     diagnosis could not run.
     """
     if os.environ.get(NO_DIAGNOSE_ENV) or submission.error is not None:
-        return {}
+        return Annotations({}, {})
     failing = {r.component for r in results if r.kind in DIAGNOSED and not r.uses_stub}
     if not failing:
-        return {}
+        return Annotations({}, {})
     try:
         found = alarm.call_within(DIAGNOSIS_SECONDS, lambda: diagnose(
             submission, [c for c in registry.names() if c in failing]), "the diagnosis")
     except BaseException as exc:  # noqa: BLE001 - submission code runs here: SystemExit, a hang... never break a grade
-        return {"(all)": f"(the diagnosis could not run: {type(exc).__name__}: {exc})"}
-    return {comp: d.message() for comp, d in found.items()}
+        return Annotations({"(all)": f"(the diagnosis could not run: {type(exc).__name__}: {exc})"}, {})
+    return Annotations({comp: d.message() for comp, d in found.items()},
+                       {comp: tuple(p.name for p in (d.matches or d.partial)) for comp, d in found.items()
+                        if d.matches or d.partial})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,18 +36,8 @@ from pathlib import Path
 
 import pytest
 
-from . import (
-    diagnose,
-    failures,
-    forbidden,
-    outcomes,
-    registry,
-    results_file,
-    rubric,
-    run_report,
-    stubs,
-    submission_coverage,
-)
+from . import diagnose, failures, forbidden, outcomes, registry, results_file, rubric, run_report, stubs
+from . import submission_coverage
 from .contract import by_name
 from .files import relative
 from .outcomes import Outcome
@@ -77,6 +67,7 @@ class GradingRun:
     collected: bool = False
     last_write: float = 0.0
     diagnoses: dict[str, str] = field(default_factory=dict)  # component -> its diagnosis
+    mistakes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # component -> the pitfalls it names
     examples: failures.Examples = field(default_factory=failures.Examples)  # the running property's failing calls
     timeouts: dict[str, tuple[float, float]] = field(default_factory=dict)  # node id -> (limit, timer start)
     ungraded_passed: int = 0  # tests without points (no component, or dropped) that passed
@@ -359,7 +350,7 @@ def _publish(config: pytest.Config, run: GradingRun, final: bool, write: bool = 
     listening, writing = config.hook.pytest_transformer_spec_report.get_hookimpls(), run.grade_json and write
     end = run.settle(config) if listening or writing else None
     if listening:
-        report = outcomes.child_report(run.results.values(), end, final=final, diagnoses=run.diagnoses)
+        report = outcomes.child_report(run.results.values(), end, final=final, diagnoses=run.diagnoses, mistakes=run.mistakes)
         config.hook.pytest_transformer_spec_report(config=config, report=report)
     if writing:
         results_file.write(run.grade_json, run_report.results_json(config, run, final))
@@ -380,7 +371,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         sub = under_test(session.config).imported
         if not run.interrupted and sub is not None:
             run.settle(session.config)  # the diagnosis reads the settled kinds, file or not
-            run.diagnoses = diagnose.annotate(sub, run.results.values())
+            found = diagnose.annotate(sub, run.results.values())
+            run.diagnoses, run.mistakes = found.messages, found.mistakes
             if run.diagnoses:
                 _publish(session.config, run, final=True)
 

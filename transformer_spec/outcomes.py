@@ -143,7 +143,7 @@ REPORT = "report"
 
 
 def child_report(outcomes: Iterable[Outcome], end: RunEnd, *, final: bool,
-                 diagnoses: dict[str, str] | None = None) -> dict:
+                 diagnoses: dict[str, str] | None = None, mistakes: dict | None = None) -> dict:
     """The report of a run so far, as plain data (settled outcomes only)."""
     return {
         "kind": REPORT,
@@ -153,6 +153,7 @@ def child_report(outcomes: Iterable[Outcome], end: RunEnd, *, final: bool,
         "interrupted": bool(end.interrupted),
         "stopped_for_time": end.stopped_for_time,
         "diagnoses": dict(diagnoses or {}),
+        "mistakes": {c: list(names) for c, names in (mistakes or {}).items()},
         "tests": [{"nodeid": r.nodeid, "component": r.component, "number": r.number, "hidden": r.hidden,
                    "kind": r.kind.value, "failure": r.failure.value if r.failure else None,
                    "message": r.final, "counterexample": r.example}
@@ -183,6 +184,7 @@ class Report:
     stopped_for_time: bool
     diagnoses: dict[str, str]
     tests: dict[str, ReportedTest]  # by node id
+    mistakes: dict[str, list[str]] = field(default_factory=dict)  # component -> pitfall names (unchecked)
 
 
 class MalformedReport(ValueError):
@@ -218,6 +220,9 @@ def read_report(data, max_text: int = 4000) -> Report:
                                      _text(t.get("counterexample", ""), "a counterexample", max_text))
     error = data.get("submission_error")
     diagnoses = data.get("diagnoses") if isinstance(data.get("diagnoses"), dict) else {}
+    mistakes = data.get("mistakes") if isinstance(data.get("mistakes"), dict) else {}
+    if not all(isinstance(v, list) for v in mistakes.values()):
+        raise MalformedReport("mistakes are not lists of names")
     return Report(
         final=bool(data.get("final")),
         submission_error=_text(error, "the submission error", max_text) if error is not None else None,
@@ -225,4 +230,6 @@ def read_report(data, max_text: int = 4000) -> Report:
         interrupted=bool(data.get("interrupted")), stopped_for_time=bool(data.get("stopped_for_time")),
         diagnoses={str(c): _text(d, "a diagnosis", max_text) for c, d in diagnoses.items()},
         tests=tests,
+        mistakes={_text(c, "a component", 100): [_text(n, "a pitfall name", 100) for n in names[:10]]
+                  for c, names in list(mistakes.items())[:50]},
     )

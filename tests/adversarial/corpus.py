@@ -10,7 +10,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_spec.patching import REFERENCE_DIR, write_patched_reference
+from tests.notebook_helpers import write_notebook
+from transformer_spec.patching import INDEPENDENT_IMPL, REFERENCE_DIR, write_patched_reference
 
 from . import hostile
 
@@ -94,6 +95,11 @@ def build(dest: Path) -> dict[str, Expect]:
     ex["delegate_torch"] = Expect("forbidden-api", "partial", zero=("attention", "mha", "encoder", "decoder"))
     patched_package(dest, "equal_to_anything", append=hostile.EQUAL_TO_ANYTHING)
     ex["equal_to_anything"] = Expect(("ok", "tampering"), "partial", zero=("attention",), full=("mha", "ffn"))
+    # The same correct code handed in as a module and as a notebook (in a student's folder).
+    shutil.copy(INDEPENDENT_IMPL, dest / "alt_module.py")
+    ex["alt_module"] = Expect("ok", "full")
+    write_notebook(INDEPENDENT_IMPL, dest / "alt_notebook" / "my_transformer.ipynb")
+    ex["alt_notebook"] = Expect("ok", "full", note="a notebook: graded like the same code in a .py file")
     return ex
 
 

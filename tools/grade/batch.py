@@ -16,7 +16,7 @@ from pathlib import Path
 from transformer_spec import diagnosis_catalogue, recheck, registry
 from transformer_spec.results_file import format_points
 
-from . import sandbox
+from . import report, sandbox
 from .children import kill_all, stop_new_children
 from .decision import empty_record, grade_entry
 from .output import Output, remove_temp_files
@@ -93,11 +93,15 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
             comps = _components(ctx.skeleton)
             output.write(out / "gradebook.csv", output.gradebook(comps))
             bar = _progress(len(entries), len(entries) - len(todo), progress)
+            refresh = report.Refresher(out, output.write)
             while pending:
                 done, pending = wait(pending, timeout=2.0, return_when=FIRST_COMPLETED)
                 output.sweep(protect={tmp_root})  # also while children run: nothing forged stays
                 for fut in done:
                     _saved(fut, output, out, comps, bar)
+                if done:
+                    refresh(output.records)
+            refresh(output.records, force=True)
 
         except BaseException:
             # Ctrl-C (or any error): nothing more is started, the running children are ended,
@@ -228,4 +232,5 @@ def merge(outs: list[Path], dest: Path) -> dict[str, Record]:
                             indent=1, sort_keys=True) + "\n")
     comps = sorted({c for r in records.values() for t in r.tests for c in t["tags"]}, key=registry.names().index)
     output.write(dest / "gradebook.csv", output.gradebook(comps))
+    report.Refresher(dest, output.write)(records, force=True)
     return records

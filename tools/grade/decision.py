@@ -86,7 +86,8 @@ def empty_record(entry: Entry, ctx: Context, status: str, detail: str, subhash: 
 
 
 def _finish(entry: Entry, ctx: Context, status: str, detail: str, subhash: str, tests: list[dict],
-            tampered: dict[str, str], diagnoses: dict[str, str] | None = None) -> Record:
+            tampered: dict[str, str], diagnoses: dict[str, str] | None = None,
+            mistakes: dict[str, list[str]] | None = None) -> Record:
     comps: dict[str, float] = {}
     for t in tests:
         comps[t["tags"][0]] = comps.get(t["tags"][0], 0.0) + t["score"]
@@ -94,7 +95,8 @@ def _finish(entry: Entry, ctx: Context, status: str, detail: str, subhash: str, 
     total = sum(t["score"] for t in tests)
     where = str(entry.target or entry.copy_root or entry.student)
     return Record(entry.student, status, round(total, 2), round(possible, 2), {c: round(v, 2) for c, v in comps.items()},
-                  detail, where, subhash, tests, tampered, dict(diagnoses or {}), ctx.sandbox.tier)
+                  detail, where, subhash, tests, tampered, dict(diagnoses or {}), ctx.sandbox.tier,
+                  mistakes=dict(mistakes or {}))
 
 
 def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path, sandbox: Path, jail: Jail) -> Record:
@@ -148,7 +150,11 @@ def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path
         status, detail = "crashed", f"the hidden re-check process {unfinished} (twice); its components score 0"
     diagnoses = {} if last is None else {c: _clean(d, sandbox) for c, d in last.diagnoses.items()
                                          if c in registry.names() and c not in tampered}
-    return _finish(entry, ctx, status, _clean(detail, sandbox), subhash, tests, tampered, diagnoses)
+    known = {p.name for p in registry.pitfalls()}
+    mistakes = {} if last is None else {c: [n for n in names if n in known] for c, names in last.mistakes.items()
+                                        if c in diagnoses}
+    return _finish(entry, ctx, status, _clean(detail, sandbox), subhash, tests, tampered, diagnoses,
+                   {c: names for c, names in mistakes.items() if names})
 
 
 def _clean(text: str, sandbox: Path) -> str:

@@ -22,6 +22,9 @@ class Record:
     diagnoses: dict[str, str] = field(default_factory=dict)  # component -> the diagnosis of its failures
     sandbox: str = ""  # the tier the children ran in (tools/grade/sandbox.py)
     seconds: float = 0.0  # the grading child's run time
+    # component -> the catalogue's pitfalls its diagnosis names (the class report counts them;
+    # reported by the child, so a submission could misname its own mistakes, never its points)
+    mistakes: dict[str, list[str]] = field(default_factory=dict)
 
     def row(self, comps: list[str]) -> list[str]:
         return [self.student, self.status, format_points(self.total), format_points(self.possible),
