@@ -30,7 +30,7 @@ from transformer_spec.results_file import format_points
 from .record import Record
 
 NAME = "report.html"
-REFRESH_SECONDS = 30.0
+REFRESH_SECONDS = 60.0  # a render of 40 students takes ~0.7 s of the parent
 #: the heatmap draws at most this many students (the lowest totals first: who needs help)
 HEATMAP_ROWS = 200
 
