@@ -141,7 +141,7 @@ def test_the_output_folder_agrees_with_itself(graded):
         if names != ["feedback.md", "log.txt", "record.json", "results.json"]:
             wrong.append((s, names))
     assert not wrong, f"record.json, gradebook.csv and results.json disagree: {wrong}"
-    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["gradebook.csv", "students"]
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["gradebook.csv", "report.html", "students"]
 
 
 def test_the_graders_memory_stays_bounded(graded):

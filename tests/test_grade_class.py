@@ -22,6 +22,7 @@ import jsonschema
 import pytest
 
 from tests.adversarial.corpus import build
+from tests.tools_helpers import NO_CHROMIUM, assert_renders_in_chromium
 from tests.test_grading import GRADESCOPE_SCHEMA
 from tools import grade
 
@@ -99,8 +100,11 @@ def test_a_notebook_gets_the_grade_of_the_same_code_as_a_py_file(corpus):
     assert [(t["name"], t["score"]) for t in notebook.tests] == [(t["name"], t["score"]) for t in module.tests]
 
 
-def test_the_class_report_shows_scores_components_mistakes_and_statuses(corpus):
+def test_the_class_report_shows_scores_components_mistakes_and_statuses(corpus, tmp_path):
+    """The class holds a notebook (alt_notebook); its report.html, read and shown in Chromium."""
     root, _, records, _, _ = corpus
+    if not NO_CHROMIUM:
+        assert_renders_in_chromium(root / "out" / "report.html", 4, tmp_path / "report.png", (1200, 3000))
     page = (root / "out" / "report.html").read_text()
     assert page.count('src="data:image/png;base64,') == 4, "the four figures, inline"
     for section in ("Scores", "Components", "Students x components", "Most common mistakes", "Not graded normally"):

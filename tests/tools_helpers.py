@@ -1,8 +1,12 @@
-"""Helpers shared by the tests of ``tools/``: PNG sizes and tiny training runs."""
+"""Helpers shared by the tests of ``tools/``: PNG sizes, tiny training runs, a headless browser."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import struct
+import subprocess
 from pathlib import Path
 
 import matplotlib
@@ -29,3 +33,28 @@ def assert_png(path: Path, size: tuple[int, int]) -> None:
     assert png_size(path) == size, f"{path}: expected {size[0]}x{size[1]} pixels, got {png_size(path)}"
     pixels = mpimg.imread(path)
     assert pixels[..., :3].std() > 0.02, f"{path} is (nearly) blank: pixel std {pixels[..., :3].std():.4f}"
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+#: CI installs Chromium (.ci/run); elsewhere the browser tests skip when it is missing
+NO_CHROMIUM = CHROMIUM is None and not os.environ.get("CI")
+
+
+def _chromium(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM or "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                           "--virtual-time-budget=10000", *args], capture_output=True, text=True, timeout=120)
+
+
+def assert_renders_in_chromium(page: Path, figures: int, shot: Path, size: tuple[int, int] = (1200, 2600)) -> None:
+    """Headless Chromium loads ``page``: its own check (a script marking ``<body>``) finds
+    ``figures`` images, all decoded and drawn, and no script error; a screenshot of ``size`` shows
+    something."""
+    dom = _chromium("--dump-dom", Path(page).resolve().as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    body = re.search(r"<body[^>]*>", dom.stdout)
+    assert body is not None, dom.stdout[:500]
+    assert f'data-figures="{figures}"' in body[0] and f'data-drawn="{figures}"' in body[0], f"not drawn: {body[0]}"
+    assert "data-errors" not in body[0], f"script errors: {body[0]}"
+    done = _chromium(f"--screenshot={shot}", f"--window-size={size[0]},{size[1]}", Path(page).resolve().as_uri())
+    assert done.returncode == 0 and Path(shot).is_file(), done.stderr[-2000:]
+    assert_png(shot, size)
