@@ -143,6 +143,12 @@ cd "$SOURCE"
 """
 
 
+#: The scripts' choice of interpreter: $PYTHON, else the image's environment, else python3.
+CHOOSE_PYTHON = f"""if [ -z "${{PYTHON:-}}" ]; then
+    if [ -x "{VENV}/bin/python" ]; then PYTHON="{VENV}/bin/python"; else PYTHON=python3; fi
+fi"""
+
+
 def run_autograder(grade_args: list[str], rubric: bool = False) -> str:
     """The script; ``grade_args`` are passed to ``tools.grade single``, and ``--rubric`` names the
     bundle's copy of the rubric when ``rubric``."""
@@ -161,9 +167,7 @@ set -u
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 SOURCE="$ROOT/source"
 RESULTS="$ROOT/results/results.json"
-if [ -z "${{PYTHON:-}}" ]; then
-    if [ -x "{VENV}/bin/python" ]; then PYTHON="{VENV}/bin/python"; else PYTHON=python3; fi
-fi
+{CHOOSE_PYTHON}
 mkdir -p "$ROOT/results"
 rm -f "$RESULTS"
 LOG="$(mktemp)"

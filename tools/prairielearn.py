@@ -122,9 +122,7 @@ HERE="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
 GRADE="${{PL_GRADE_ROOT:-/grade}}"
 SOURCE="${{TRANSFORMER_SPEC_SOURCE:-{SOURCE}}}"
 RESULTS="$GRADE/results/results.json"
-if [ -z "${{PYTHON:-}}" ]; then
-    if [ -x "{gradescope_bundle.VENV}/bin/python" ]; then PYTHON="{gradescope_bundle.VENV}/bin/python"; else PYTHON=python3; fi
-fi
+{gradescope_bundle.CHOOSE_PYTHON}
 mkdir -p "$GRADE/results"
 rm -f "$RESULTS"
 WORK="$(mktemp -d)"
