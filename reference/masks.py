@@ -20,12 +20,15 @@ def causal_mask(seq_len, device=None):
          [False, False, False,  True],
          [False, False, False, False]]
 
-    Returns a bool tensor ``(seq_len, seq_len)``.
+    Returns a bool tensor ``(seq_len, seq_len)`` on ``device``. Built on the CPU and then moved,
+    as seed 000 section 7.1 builds its mask buffer: on torch's ``meta`` device, which has no data,
+    ``triu`` would run torch's Python meta kernels, whose first use imports ``torch._dynamo``
+    (docs/performance.md); on a GPU the move is one small copy.
     """
     check_positive_int("seq_len", seq_len)
     ### BEGIN SOLUTION
-    ones = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device)
-    return torch.triu(ones, diagonal=1)
+    ones = torch.ones(seq_len, seq_len, dtype=torch.bool)
+    return torch.triu(ones, diagonal=1).to(device)
     ### END SOLUTION
 
 

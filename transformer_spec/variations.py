@@ -142,8 +142,8 @@ CATALOGUE: tuple[Variation, ...] = (
     # ------------------------------------------------------------------ masks
     _v("causal_mask_by_comparison", "masks",
        "The causal mask as column index > row index (arange comparison) instead of triu.",
-       ("masks.py", "ones = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device)\n"
-                    "    return torch.triu(ones, diagonal=1)",
+       ("masks.py", "ones = torch.ones(seq_len, seq_len, dtype=torch.bool)\n"
+                    "    return torch.triu(ones, diagonal=1).to(device)",
         "i = torch.arange(seq_len, device=device)\n    return i[None, :] > i[:, None]")),
     _v("causal_mask_from_tril", "masks",
        "The causal mask as the complement of the lower triangle (~tril): True strictly above the diagonal.",
