@@ -32,8 +32,11 @@ def _components(skeleton: list[dict]) -> list[str]:
 
 
 def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int | None = None,
-                resume: bool = False, shard: tuple[int, int] = (1, 1), progress: bool = True) -> dict[str, Record]:
-    """Grade every submission of ``submissions`` (this shard's part) into ``out``; returns the records."""
+                resume: bool = False, shard: tuple[int, int] = (1, 1), progress: bool = True,
+                class_report: bool = True) -> dict[str, Record]:
+    """Grade every submission of ``submissions`` (this shard's part) into ``out``; returns the records.
+    ``class_report=False`` writes no ``report.html`` (``tools.grade single``: one student, whose
+    output folder is temporary)."""
     out = out.resolve()
     submissions = submissions.resolve()
     if out == submissions or submissions in out.parents:
@@ -93,15 +96,16 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
             comps = _components(ctx.skeleton)
             output.write(out / "gradebook.csv", output.gradebook(comps))
             bar = _progress(len(entries), len(entries) - len(todo), progress)
-            refresh = report.Refresher(out, output.write)
+            refresh = report.Refresher(out, output.write) if class_report else None
             while pending:
                 done, pending = wait(pending, timeout=2.0, return_when=FIRST_COMPLETED)
                 output.sweep(protect={tmp_root})  # also while children run: nothing forged stays
                 for fut in done:
                     _saved(fut, output, out, comps, bar)
-                if done:
+                if done and pending and refresh is not None:  # the last one is written below
                     refresh(output.records)
-            refresh(output.records, force=True)
+            if refresh is not None:
+                refresh(output.records, force=True)
 
         except BaseException:
             # Ctrl-C (or any error): nothing more is started, the running children are ended,

@@ -39,7 +39,8 @@ def grade_single(submission: Path, results_json: Path, settings: Settings, progr
                             ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(submission, folder / submission.name)
-        records = grade_class(folder, Path(tmp) / "out", settings, jobs=1, progress=progress)
+        records = grade_class(folder, Path(tmp) / "out", settings, jobs=1, progress=progress,
+                              class_report=False)
         record = records[student]
         data = json.loads((Path(tmp) / "out" / "students" / student / "results.json").read_text())
     atomic_write(results_json, json.dumps(data, indent=2) + "\n")
