@@ -1,4 +1,6 @@
-"""Root conftest: loads the transformer-spec pytest plugin (``--impl``, the ``impl`` fixture)."""
+"""Root conftest: loads the transformer-spec pytest plugins (``--impl``, the ``impl`` fixture, the
+grading plugin): the list in :data:`transformer_spec.layout.PLUGINS`."""
 
-pytest_plugins = ["transformer_spec.plugin", "transformer_spec.hypothesis_profiles", "transformer_spec.fast_exit",
-                  "transformer_spec.grading"]
+from transformer_spec.layout import PLUGINS
+
+pytest_plugins = list(PLUGINS)

@@ -14,7 +14,7 @@ import inspect
 import pytest
 import torch
 
-from spec_tests.argument_names import raises_naming_word as _raises_naming_word
+from .argument_names import raises_naming_word as _raises_naming_word
 from transformer_spec.assertions import assert_close
 
 D = 8

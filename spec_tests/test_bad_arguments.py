@@ -15,8 +15,8 @@ token tensors (``src`` or ``tgt``) and each of its constructor's sizes set to 0.
 import pytest
 import torch
 
-from spec_tests.argument_names import names_as_word as _names_as_word
-from spec_tests.argument_names import raises_naming_word as _raises_naming_word
+from .argument_names import names_as_word as _names_as_word
+from .argument_names import raises_naming_word as _raises_naming_word
 from transformer_spec.testing import assert_raises_naming, small_seq2seq
 
 pytestmark = pytest.mark.component("errors")

@@ -31,13 +31,14 @@ import stat
 import zipfile
 from pathlib import Path
 
+from transformer_spec import layout
 from transformer_spec.files import atomic_write
 
 from .grade.cli import add_settings_arguments, settings_of
 from .grade.settings import REPO, GradeError
 
 # What the bundle copies of this project: the package's sources, the suite, the install files.
-INCLUDE = ("pyproject.toml", "constraints.txt", "README.md", "conftest.py", "transformer_spec", "reference",
+INCLUDE = ("pyproject.toml", "setup.py", "constraints.txt", "README.md", "conftest.py", "transformer_spec", "reference",
            "spec_tests", "properties", "tools", "docs/contract.md")
 SKIP_DIRS = {"__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", "build", "dist"}
 SKIP_SUFFIXES = (".pyc", ".pyo", ".egg-info", ".tmp")
@@ -86,6 +87,9 @@ def differs_from_defaults(args: argparse.Namespace) -> list[str]:
 
 def project_files(root: Path = REPO, exclude: Path | None = None) -> list[tuple[str, Path]]:
     """(path in the bundle, file) for every file of :data:`INCLUDE`, sorted."""
+    if root == REPO and not layout.IN_CLONE:
+        raise BundleError("the bundle copies a clone's files (pyproject.toml, conftest.py, ...), which an installed "
+                          "wheel does not have: build it from a clone of transformer-spec")
     files = []
     for name in INCLUDE:
         p = root / name

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import contract, loader
+from . import contract, layout, loader
 from .files import relative
 from .outcomes import Kind, is_out_of_memory
 
@@ -198,6 +198,8 @@ def describe_not_implemented(exc: BaseException, paths: list[str]) -> str:
 
 def reproduce_command(item: pytest.Item) -> str:
     impl = item.config.getoption("--impl") or loader.resolve_target(None)
+    if not layout.IN_CLONE:  # the installed suite: its test paths are the console script's to resolve
+        return f'transformer-spec check {impl} "{item.nodeid}"'
     return f'pytest --impl {impl} "{item.nodeid}"'
 
 

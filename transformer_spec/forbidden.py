@@ -40,7 +40,7 @@ from pathlib import Path
 
 import torch
 
-from . import forbidden_files, forbidden_ops
+from . import forbidden_files, forbidden_ops, layout
 from .files import relative
 from .loader import SubmissionError
 from .outcomes import Kind
@@ -211,8 +211,8 @@ class Guard:
         modules = []
         for api in self.apis:
             owner, attr, obj = _resolve(api)
-            if obj is None:  # a module: guarded at import
-                modules.append(api)
+            if obj is None:  # a module: guarded at import ("reference": transformer_spec.reference in the wheel)
+                modules.append(layout.module_name(api))
             elif isinstance(obj, type):
                 self._wrap_class(api, obj)
             elif callable(obj):

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from . import contract, notebooks
+from . import contract, layout, notebooks
 from .outcomes import Kind, kind_of_import_failure
 
 ENV_VAR = "TRANSFORMER_IMPL"
@@ -244,7 +244,7 @@ def _import_notebook(path: Path) -> ModuleType:
 def _import(target: str) -> ModuleType:
     if _is_path(target):
         return _import_from_path(target)
-    return importlib.import_module(target)
+    return importlib.import_module(layout.module_name(target))
 
 
 def _importable(name: str) -> bool:

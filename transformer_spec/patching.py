@@ -12,12 +12,12 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from . import loader
+from . import layout, loader
 
-REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference"
+REFERENCE_DIR = layout.REFERENCE_DIR
 # A second correct implementation, written from the contract alone in another style: every test
 # must pass it and no diagnosis may name a mistake in it (tools.mutants, diagnose.accuracy).
-INDEPENDENT_IMPL = REFERENCE_DIR.parent / "tests" / "independent" / "alt_submission.py"
+INDEPENDENT_IMPL = layout.ROOT / "tests" / "independent" / "alt_submission.py"  # in a clone only
 Patch = tuple[str, str, str]
 _counter = itertools.count()
 

@@ -57,7 +57,7 @@ def _png(fig) -> str:
 
 
 def _figure(width: float, height: float):
-    from tools.figures import plt  # the Agg backend, chosen once by tools.figures
+    from ..figures import plt  # the Agg backend, chosen once by tools.figures
 
     return plt.figure(figsize=(width, height), dpi=100)
 

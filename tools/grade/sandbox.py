@@ -38,6 +38,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from transformer_spec import layout
+
 from .settings import GradeError
 
 TIERS = ("bwrap", "bwrap-user", "uid", "none")
@@ -191,11 +193,11 @@ def system_paths() -> tuple[Path, ...]:
 @functools.cache
 def hidden_paths() -> tuple[Path, ...]:
     """Folders inside the bound paths that no child may see (``reference`` and ``tools`` of a
-    non-editable install)."""
+    non-editable install: ``transformer_spec/reference`` and ``transformer_spec/tools`` of the wheel)."""
     import importlib.util
 
     out = []
-    for name in ("reference", "tools"):
+    for name in (layout.REFERENCE_MODULE, layout.TOOLS_MODULE):
         spec = importlib.util.find_spec(name)
         for loc in (spec.submodule_search_locations or []) if spec else []:
             out.append(Path(loc).resolve())

@@ -6,7 +6,9 @@ import hashlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]  # tools/grade/settings.py -> the repository root
+from transformer_spec import layout
+
+REPO = layout.ROOT  # the folder of spec_tests/ and properties/: the repository's root in a clone
 SUITE = ("conftest.py", "pyproject.toml", "spec_tests", "properties")
 DEFAULT_TESTS = ("spec_tests", "properties")
 STATE_DIR = ".grade"

@@ -10,11 +10,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_spec import diagnosis_catalogue, outcomes, results_file, rubric
+from transformer_spec import diagnosis_catalogue, layout, outcomes, results_file, rubric
 
 from .children import child_env, run_child
 from .sandbox import Sandbox, View
 from .settings import REPO, SUITE, GradeError, Settings
+
+_MADE_OUTSIDE_A_CLONE = {"conftest.py": layout.suite_conftest, "pyproject.toml": layout.suite_ini}
 
 
 class Suite:
@@ -25,6 +27,9 @@ class Suite:
         self.files: dict[str, bytes] = {}
         for name in SUITE:
             p = root / name
+            if name in _MADE_OUTSIDE_A_CLONE and not p.exists():  # an installed wheel has no root files
+                self.files[name] = _MADE_OUTSIDE_A_CLONE[name]().encode()
+                continue
             paths = [p] if p.is_file() else sorted(q for q in p.rglob("*") if q.is_file() and "__pycache__" not in q.parts)
             for q in paths:
                 self.files[str(q.relative_to(root))] = q.read_bytes()
