@@ -200,41 +200,37 @@ def _import_from_path(target: str) -> ModuleType:
         return _import_notebook(path)
     else:
         raise FileNotFoundError(f"{target} is neither a .py file, a notebook (.ipynb) nor a package folder")
-    # A path loaded again in the same process (a student re-running after an edit) is imported
-    # afresh, submodules included.
-    for name in [m for m in sys.modules if m == spec.name or m.startswith(spec.name + ".")]:
-        del sys.modules[name]
-    module = importlib.util.module_from_spec(spec)
-    # Registered before it runs so that relative imports inside a package folder resolve; its
-    # parent folder goes at the end of sys.path so sibling modules import without shadowing
-    # installed packages.
-    sys.modules[spec.name] = module
-    parent = str(path.parent)
-    if parent not in sys.path:
-        sys.path.append(parent)
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(spec.name, None)
-        raise
-    return module
+    return _run_as_module(importlib.util.module_from_spec(spec), path, spec.loader.exec_module)
 
 
 def _import_notebook(path: Path) -> ModuleType:
     """The notebook's code cells run in order as one module (:mod:`transformer_spec.notebooks`);
     the lines it skipped are the module's ``__notebook_notes__``."""
     source = notebooks.read(path)
-    name = _module_name_for(path)
-    sys.modules.pop(name, None)
-    module = ModuleType(name)
+    module = ModuleType(_module_name_for(path))
     module.__file__ = str(path)
     module.__notebook_notes__ = list(source.notes)
+    return _run_as_module(module, path, lambda m: notebooks.run(source, m))
+
+
+def _run_as_module(module: ModuleType, path: Path, run: Callable[[ModuleType], object]) -> ModuleType:
+    """Register ``module`` (the submission at ``path``) and ``run`` its code in it.
+
+    A path loaded again in the same process (a student re-running after an edit) is imported
+    afresh, submodules included. The module is registered before it runs so that relative
+    imports inside a package folder resolve; its parent folder goes at the end of sys.path so
+    sibling modules import without shadowing installed packages. A module whose code fails is
+    not left registered.
+    """
+    name = module.__name__
+    for old in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+        del sys.modules[old]
     sys.modules[name] = module
     parent = str(path.parent)
     if parent not in sys.path:
         sys.path.append(parent)
     try:
-        notebooks.run(source, module)
+        run(module)
     except BaseException:
         sys.modules.pop(name, None)
         raise
