@@ -79,3 +79,16 @@ def test_a_notebook_gets_the_results_of_the_same_code_as_a_py_file(tmp_path):
     as_notebook, as_module = grade(tmp_path, notebook), grade(tmp_path, INDEPENDENT_IMPL)
     assert as_notebook["score"] == as_module["score"] == pytest.approx(sum(t["max_score"] for t in as_module["tests"]))
     assert [(t["name"], t["score"]) for t in as_notebook["tests"]] == [(t["name"], t["score"]) for t in as_module["tests"]]
+
+
+def test_the_skipped_lines_are_named_in_results_json(tmp_path):
+    """Students on Gradescope read results.json's output, not the run's header."""
+    notebook = write_notebook(INDEPENDENT_IMPL, tmp_path / "nb" / "my_transformer.ipynb")
+    nb = nbformat.read(str(notebook), as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell("%matplotlib inline"))
+    nbformat.write(nb, str(notebook))
+    out = tmp_path / "results.json"
+    pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(REPO), "--impl", str(notebook),
+                 "--grade-json", str(out), str(REPO / "spec_tests" / "test_seed001_worked_example.py")])
+    output = json.loads(out.read_text())["output"]
+    assert "note: cell 1, line 1: skipped the IPython line '%matplotlib inline'" in output, output

@@ -91,13 +91,19 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(threads)
 
 
+def notebook_notes(config: pytest.Config) -> list[str]:
+    """What the grader skipped of a notebook submission (its IPython lines), one line each; none
+    for any other submission, or before it is imported."""
+    sub = under_test(config).imported
+    notes = getattr(sub.module, "__notebook_notes__", []) if sub is not None else []
+    return [f"note: {n} (not Python; the grader runs the notebook's code cells as a module)" for n in notes]
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     sub = under_test(config).submission
     if sub.error:
         return [f"implementation under test: {sub.target} -- CANNOT BE GRADED (why: below)"]
-    notes = getattr(sub.module, "__notebook_notes__", [])  # a notebook's skipped IPython lines
-    return [f"implementation under test: {sub.target} ({sub.origin})",
-            *(f"  note: {n} (not Python; the grader runs the notebook's code cells as a module)" for n in notes)]
+    return [f"implementation under test: {sub.target} ({sub.origin})", *(f"  {n}" for n in notebook_notes(config))]
 
 
 @pytest.fixture(scope="session")

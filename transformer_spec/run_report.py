@@ -13,7 +13,7 @@ import pytest
 
 from . import registry, results_file
 from .outcomes import DIAGNOSED, Kind
-from .plugin import under_test
+from .plugin import notebook_notes, under_test
 
 if TYPE_CHECKING:  # pragma: no cover
     from .grading import GradingRun
@@ -77,7 +77,7 @@ def notes(config: pytest.Config, run: GradingRun, terminal: bool = False) -> lis
     out.extend(run.diagnoses.values())
     if any(r.hidden for r in run.results.values()):
         out.append("Some tests are hidden until grades are published; the total is shown then.")
-    return out
+    return out + notebook_notes(config)
 
 
 def _passes_without_points(run: GradingRun) -> list[str]:
