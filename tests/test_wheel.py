@@ -40,7 +40,8 @@ def installed(tmp_path_factory):
     installed with its dependencies at constraints.txt's versions."""
     pytest.importorskip("build")
     tmp = tmp_path_factory.mktemp("wheel")
-    proc = _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", tmp / "dist", REPO], cwd=tmp)
+    # the sdist, then the wheel from it in a temp folder: no build/ folder left in the clone
+    proc = _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", tmp / "dist", REPO], cwd=tmp)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     wheel = next((tmp / "dist").glob("transformer_spec-*.whl"))
     proc = _run([sys.executable, "-m", "venv", tmp / "venv"], cwd=tmp)
