@@ -17,17 +17,19 @@ import textwrap
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-_BESIDE = PACKAGE_DIR.parent
-
-#: True in a clone (or its editable install), False in an installed wheel.
-IN_CLONE = (_BESIDE / "reference" / "__init__.py").is_file() and (_BESIDE / "spec_tests").is_dir()
-#: The folder that holds ``reference/``, ``tools/``, ``spec_tests/`` and ``properties/``.
-ROOT = _BESIDE if IN_CLONE else PACKAGE_DIR
-#: Dotted prefix of those parts' modules: "" in a clone, "transformer_spec." in the wheel.
-PREFIX = "" if IN_CLONE else "transformer_spec."
 
 #: The parts the wheel maps into the package (folder name = module name in a clone).
 PARTS = ("reference", "tools", "spec_tests", "properties")
+
+#: True in a clone (or its editable install), False in an installed wheel. Decided by what is
+#: inside the package, never by what is beside it: a sandboxed grading child sees neither the
+#: clone's reference/ nor its spec_tests/, and in the wheel the sandbox hides
+#: transformer_spec/reference and transformer_spec/tools behind empty folders.
+IN_CLONE = not any((PACKAGE_DIR / part).is_dir() for part in PARTS)
+#: The folder that holds ``reference/``, ``tools/``, ``spec_tests/`` and ``properties/``.
+ROOT = PACKAGE_DIR.parent if IN_CLONE else PACKAGE_DIR
+#: Dotted prefix of those parts' modules: "" in a clone, "transformer_spec." in the wheel.
+PREFIX = "" if IN_CLONE else "transformer_spec."
 
 REFERENCE_DIR = ROOT / "reference"
 REFERENCE_MODULE = PREFIX + "reference"
