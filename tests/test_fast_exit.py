@@ -82,3 +82,26 @@ def test_coverage_data_is_written_either_way(project):
     proc = subprocess.run([sys.executable, "-m", "coverage", "run", "-m", "pytest", "-q", "-p", "no:cacheprovider"],
                           cwd=project, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and MARK in proc.stdout and (project / ".coverage").is_file(), proc.stdout + proc.stderr
+
+
+def test_the_exit_comes_after_every_unconfigure_hook(project):
+    """A plugin registered during the run with a trylast pytest_unconfigure (as the grading
+    child's report channel is, which closes its pipe there) still runs before the exit."""
+    (project / "conftest.py").write_text(textwrap.dedent('''
+        import pytest
+
+        pytest_plugins = ["transformer_spec.fast_exit"]
+
+
+        class Late:
+            @pytest.hookimpl(trylast=True)
+            def pytest_unconfigure(self, config):
+                print("LATE-UNCONFIGURE-RAN", flush=True)
+
+
+        def pytest_configure(config):
+            config.pluginmanager.register(Late(), "late")
+    '''))
+    proc = run(project, "-q", "-p", "no:cacheprovider")
+    assert proc.returncode == 0 and "LATE-UNCONFIGURE-RAN" in proc.stdout and MARK not in proc.stdout, \
+        proc.stdout + proc.stderr

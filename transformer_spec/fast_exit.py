@@ -4,7 +4,7 @@ Once the last hook has run, a run of the suite has nothing left to do, yet the p
 for ~1.5 s: pytest's last ``gc.collect()`` passes and then the interpreter's shutdown, which
 frees every module, tensor and cached strategy one by one (``python -c "import torch"`` alone
 spends ~0.7 s there). Measured with ``python -m tools.bench --only suite``: see
-docs/performance.md. So this plugin, last of all ``pytest_unconfigure`` hooks, flushes the
+docs/performance.md. So this plugin, once every ``pytest_unconfigure`` hook has run, flushes the
 standard streams and logging and calls ``os._exit`` with the run's exit status.
 
 It does so only when nothing can be lost:
@@ -72,10 +72,11 @@ def _enabled(config: pytest.Config) -> bool:
     return bool(config.getini("fast_exit")) if option is None else option
 
 
-@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Runs after every other plugin's ``pytest_unconfigure``: reports, results files and the
-    terminal summary are all written by then."""
+    """Decides, and leaves the exit itself to a cleanup: pytest runs the config's cleanups after
+    *every* plugin's ``pytest_unconfigure``, the last registered first, so the exit comes after
+    all of them (the grading child's report channel is closed in one: exiting from a hook could
+    come before it and lose the last report)."""
     global _depth
     _depth -= 1
     session = config.stash.get(_SESSION, None)
@@ -83,6 +84,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             or session.exitstatus not in _ENDS_NORMALLY or not _pytest_is_the_program()
             or _coverage_active()):
         return
+    config.add_cleanup(lambda: _exit(int(session.exitstatus)))
+
+
+def _exit(status: int) -> None:
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
@@ -90,4 +95,4 @@ def pytest_unconfigure(config: pytest.Config) -> None:
                 stream.flush()
         except (OSError, ValueError):  # a closed pipe or stream: nothing more can be written anyway
             pass
-    os._exit(int(session.exitstatus))
+    os._exit(status)
