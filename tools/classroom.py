@@ -157,6 +157,7 @@ def build(out: Path, args: argparse.Namespace, grader_repo: str | None, grader_r
           force: bool = False) -> Path:
     """Write ``out/.github/workflows/classroom.yml`` (and the rubric it names); returns the workflow.
     The starter kit is written by the caller (``tools.release``)."""
+    gradescope_bundle.require_clone()  # the torch pin comes from the clone's constraints.txt
     if not grader_repo:
         raise ClassroomError("--grader-repo OWNER/NAME is required with --github-classroom: the repository of "
                              "the course's copy of transformer-spec, which the workflow checks out")

@@ -85,11 +85,17 @@ def differs_from_defaults(args: argparse.Namespace) -> list[str]:
     return flags + (["--rubric"] if args.rubric is not None else [])
 
 
+def require_clone() -> None:
+    """The platforms' files copy a clone (pyproject.toml, constraints.txt, conftest.py, ...)."""
+    if not layout.IN_CLONE:
+        raise BundleError("the bundle copies a clone's files (pyproject.toml, constraints.txt, conftest.py, ...), "
+                          "which an installed wheel does not have: build it from a clone of transformer-spec")
+
+
 def project_files(root: Path = REPO, exclude: Path | None = None) -> list[tuple[str, Path]]:
     """(path in the bundle, file) for every file of :data:`INCLUDE`, sorted."""
-    if root == REPO and not layout.IN_CLONE:
-        raise BundleError("the bundle copies a clone's files (pyproject.toml, conftest.py, ...), which an installed "
-                          "wheel does not have: build it from a clone of transformer-spec")
+    if root == REPO:
+        require_clone()
     files = []
     for name in INCLUDE:
         p = root / name
@@ -213,6 +219,7 @@ def _add(zf: zipfile.ZipFile, name: str, data: bytes, mode: int) -> None:
 
 def build(out: Path, args: argparse.Namespace, force: bool = False) -> list[str]:
     """Write the bundle to ``out`` with the settings of ``args``; returns the zip's names."""
+    require_clone()
     out = _check_out(Path(out), force)
     try:
         settings_of(args)  # a bad rubric or test path fails now, not on Gradescope

@@ -175,6 +175,7 @@ def _timeout(args: argparse.Namespace) -> int:
 
 def build(out: Path, args: argparse.Namespace, image: str = DEFAULT_IMAGE, force: bool = False) -> list[Path]:
     """Write the course files to ``out`` with the settings of ``args``; returns the files written."""
+    gradescope_bundle.require_clone()
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise gradescope_bundle.BundleError(f"--prairielearn {out}: is a file; give a folder to write to")
