@@ -139,6 +139,11 @@ def test_the_wheels_pytest_settings_are_the_clones():
     ini = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
     for key, value in layout.PYTEST_INI.items():
         assert ini[key] == value, f"pyproject.toml's {key} = {ini[key]!r}, transformer_spec/layout.py has {value!r}"
+    import ast
+    tree = ast.parse((REPO / "setup.py").read_text())
+    parts = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                 and getattr(n.targets[0], "id", "") == "PARTS")
+    assert parts == layout.PARTS, "setup.py's PARTS must be transformer_spec/layout.py's"
     conftest = (REPO / "conftest.py").read_text()
     assert "layout import PLUGINS" in conftest
 

@@ -84,10 +84,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             or session.exitstatus not in _ENDS_NORMALLY or not _pytest_is_the_program()
             or _coverage_active()):
         return
-    config.add_cleanup(lambda: _exit(int(session.exitstatus)))
+    config.add_cleanup(lambda: exit_now(int(session.exitstatus)))
 
 
-def _exit(status: int) -> None:
+def exit_now(status: int) -> None:
+    """Flush logging and the standard streams, then end the process with ``status`` at once."""
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import math
-import os
 import sys
 
 import numpy as np
@@ -249,9 +248,8 @@ def child_main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    status = child_main()
+    from .fast_exit import exit_now
+
     # Everything is sent; skip the interpreter's teardown (~1 s of freeing torch) and whatever
     # exit handlers the submission registered: the parent waits for this process to end.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+    exit_now(child_main())
