@@ -1,5 +1,5 @@
 """What the parent decides from what children sent, without starting any: the re-checks' verdicts
-(``tools/grade/rechecks.py``), the messages it keeps (``children.ChildRun``) and the records'
+(``tools/grade/rechecks.py``) and what they do to the claimed passes (``decision.apply_verdicts``), the messages it keeps (``children.ChildRun``) and the records'
 MACs (``output.Output``)."""
 
 from __future__ import annotations
@@ -12,64 +12,106 @@ import pytest
 
 from tools.grade.children import MAX_MESSAGES, ChildRun
 from tools.grade.output import Output
-from tools.grade.rechecks import verdicts
+from tools.grade.decision import apply_verdicts
+from tools.grade.rechecks import Verdicts, verdicts
 from tools.grade.record import Record
 from transformer_spec import outcomes, recheck, results_file
+from transformer_spec.outcomes import Kind
+from transformer_spec.recheck import PUBLIC, SECRET
 from transformer_spec.registry import Recheck
 
-A1 = Recheck("a[1]", "attention", ("t::anchor1",), run=None)
-A2 = Recheck("a[2]", "attention", ("t::anchor2",), run=None)
+A1 = Recheck("a[1]", "attention", ("t::anchor1",), run=None, public=0)
+A2 = Recheck("a[2]", "attention", ("t::anchor2",), run=None)  # no public replay
 EXPECTED = {"a[1]": {"out": np.arange(4.0)}, "a[2]": {"out": np.ones(3)}}
+PUBLIC_EXPECTED = {"a[1]": {"out": np.arange(3.0)}}
 
 
-def answer(name: str, values) -> dict:
-    return {"kind": "recheck", "name": name, "arrays": recheck.encode_arrays({"out": np.asarray(values, float)})}
+def answer(name: str, values, mode=SECRET) -> dict:
+    return {"kind": "recheck", "name": name, "mode": mode,
+            "arrays": recheck.encode_arrays({"out": np.asarray(values, float)})}
 
 
-def missing(name: str) -> dict:
-    return {"kind": "recheck", "name": name, "error": "NotSubmitted: no MultiHeadAttention", "missing": True}
+def failure(name: str, mode=SECRET, missing=False) -> dict:
+    return {"kind": "recheck", "name": name, "mode": mode, "error": "NotSubmitted: no MultiHeadAttention",
+            "missing": missing}
 
 
-RIGHT = {"a[1]": answer("a[1]", np.arange(4.0)), "a[2]": answer("a[2]", np.ones(3))}
-WRONG_1 = dict(RIGHT, **{"a[1]": answer("a[1]", np.arange(4.0) * 2)})
+RIGHT = {("a[1]", SECRET): answer("a[1]", np.arange(4.0)), ("a[1]", PUBLIC): answer("a[1]", np.arange(3.0), PUBLIC),
+         ("a[2]", SECRET): answer("a[2]", np.ones(3))}
+PASSED = {"t::anchor1": "attention", "t::anchor2": "attention", "t::other": "attention", "t::ffn": "ffn"}
 
 
-def decide(got, passed, forged=None):
-    return verdicts([A1, A2], got, forged, passed, EXPECTED)
+def decide(got, passed=PASSED, forged=None):
+    return verdicts([A1, A2], got, forged, passed, EXPECTED, PUBLIC_EXPECTED)
 
 
-def test_agreeing_rechecks_keep_the_claimed_passes():
-    assert decide(RIGHT, {"t::anchor1": "attention", "t::other": "attention"}) == {}
+def graded(v, passed=PASSED) -> dict[str, str]:
+    """node id -> kind after the verdicts, for a child that claimed ``passed``."""
+    tests = [dict(results_file.test_entry(n, c, "1", 1.0, 1.0, True, "", False), status="passed", kind="passed")
+             for n, c in passed.items()]
+    apply_verdicts(tests, v)
+    return {results_file.nodeid_of(t): t["kind"] for t in tests}
 
 
-def test_a_contradicted_anchor_is_tampering():
-    v = decide(WRONG_1, {"t::anchor1": "attention", "t::other": "attention"})["attention"]
-    assert v.contradicted and "a[1]" in v.why and "largest difference" in v.why
+def test_agreeing_rechecks_confirm_the_claimed_passes():
+    v = decide(RIGHT)
+    assert v.confirmed == {"t::anchor1", "t::anchor2"} and not v.hidden and not v.proof
+    assert set(graded(v).values()) == {"passed"}
 
 
-def test_disagreement_without_a_claimed_anchor_voids_the_component_without_calling_it_tampering():
-    # the forgery that reports every anchor failed and everything else passed
-    v = decide(WRONG_1, {"t::other": "attention"})["attention"]
-    assert not v.contradicted and "does not agree" in v.message("attention")
+def test_a_twin_that_disagrees_costs_its_own_test_only_and_accuses_no_one():
+    v = decide({**RIGHT, ("a[1]", SECRET): answer("a[1]", np.arange(4.0) * 2)})
+    assert not v.proof and "largest difference" in v.hidden["t::anchor1"]
+    kinds = graded(v)
+    assert kinds.pop("t::anchor1") == Kind.HIDDEN.value and set(kinds.values()) == {"passed"}
 
 
-def test_passes_with_no_code_behind_them_are_void():
-    got = {"a[1]": missing("a[1]"), "a[2]": missing("a[2]")}
-    assert decide(got, {"t::other": "attention"})["attention"].contradicted  # the forger that fails the anchors
-    assert decide(got, {"t::anchor2": "attention"})["attention"].contradicted
+@pytest.mark.parametrize("public", [answer("a[1]", np.arange(3.0) + 1, PUBLIC), failure("a[1]", PUBLIC, missing=True)],
+                         ids=["other values", "a missing name"])
+def test_a_replay_of_the_tests_own_inputs_that_disagrees_is_proof(public):
+    v = decide({**RIGHT, ("a[1]", PUBLIC): public})
+    assert v.refuted.keys() == {"t::anchor1"} and "own inputs" in v.proof
+    kinds = graded(v)
+    # untrusted: the confirmed twin counts; a pass of a component with a refuted one does not, nor an unchecked one
+    assert kinds == {"t::anchor1": Kind.CONTRADICTED.value, "t::anchor2": "passed",
+                     "t::other": Kind.CONTRADICTED.value, "t::ffn": Kind.CONTRADICTED.value}
 
 
-def test_a_partial_submission_keeps_what_it_has():
-    assert decide({"a[1]": RIGHT["a[1]"], "a[2]": missing("a[2]")}, {"t::anchor1": "attention"}) == {}
+@pytest.mark.parametrize("public", [failure("a[1]", PUBLIC), None], ids=["an error", "silence"])
+def test_a_replay_that_raises_or_is_silent_proves_nothing(public):
+    got = dict(RIGHT)
+    got.pop(("a[1]", PUBLIC))
+    if public is not None:
+        got[("a[1]", PUBLIC)] = public
+    v = decide(got)
+    assert not v.proof and "t::anchor1" in v.hidden
+
+
+def test_a_proof_keeps_the_unchecked_passes_of_components_whose_rechecks_confirm():
+    v = decide({**RIGHT, ("a[1]", PUBLIC): answer("a[1]", np.arange(3.0) + 1, PUBLIC)},
+               {"t::anchor1": "attention", "t::anchor2": "mha", "t::mha_other": "mha"})
+    assert graded(v, {"t::anchor1": "attention", "t::anchor2": "mha", "t::mha_other": "mha"}) == \
+        {"t::anchor1": Kind.CONTRADICTED.value, "t::anchor2": "passed", "t::mha_other": "passed"}
+
+
+def test_claims_without_a_twin_count_while_nothing_is_proved():
+    v = decide({}, {"t::other": "attention"})
+    assert v == Verdicts() and graded(v, {"t::other": "attention"}) == {"t::other": "passed"}
 
 
 @pytest.mark.parametrize("got, forged, why", [({}, None, "ended before answering"),
-                                              (RIGHT, "a report frame with a wrong signature", "wrong signature"),
-                                              ({"a[1]": {"kind": "recheck", "name": "a[1]", "arrays": "junk"},
-                                                "a[2]": RIGHT["a[2]"]}, None, "unreadable answer")])
-def test_no_answer_a_forged_stream_or_junk_void_the_component(got, forged, why):
-    v = decide(got, {"t::anchor1": "attention"}, forged)["attention"]
-    assert why in v.why and v.contradicted
+                                              ({**RIGHT, ("a[2]", SECRET): {"kind": "recheck", "name": "a[2]",
+                                                                           "mode": SECRET, "arrays": "junk"}},
+                                               None, "unreadable answer")])
+def test_no_answer_or_junk_is_a_hidden_failure(got, forged, why):
+    v = decide(got, {"t::anchor2": "attention"}, forged)
+    assert why in v.hidden["t::anchor2"] and not v.proof
+
+
+def test_a_forged_recheck_stream_is_proof_and_confirms_nothing():
+    v = decide(RIGHT, forged="a report frame with a wrong signature")
+    assert "wrong signature" in v.proof and not v.confirmed
+    assert set(graded(v).values()) == {Kind.CONTRADICTED.value}
 
 
 def test_the_parent_keeps_the_latest_message_of_each_kind_and_nothing_else():

@@ -70,11 +70,17 @@ def test_kill_matrix_verdicts():
     assert not failed_ref.ok
 
 
-def test_suite_command_uses_the_mutation_profile_and_one_thread():
-    cmd = mutants.suite_command("pkg", "out.json")
-    assert cmd[cmd.index("--hypothesis-profile") + 1] == "mutation" and "--grade-json" in cmd
-    env = mutants.suite_env()
-    assert env["OMP_NUM_THREADS"] == "1" and env["TRANSFORMER_SPEC_NO_DIAGNOSE"] == "1"
+def test_the_kill_matrix_grades_through_the_class_grader_with_the_mutation_profile_and_one_thread():
+    s = mutants.grader_settings()
+    assert s.hypothesis_profile == "mutation" and s.limits.threads == 1 and not s.diagnose and s.rechecks
+    row = mutants.row_of("x", None)
+    assert row.error == "not graded" and not row.ok
+
+
+def test_a_row_whose_class_grade_differs_from_its_pytest_report_is_a_gap():
+    assert mutants.Row("x", "ffn", failed={"ffn": ["a"]}, differs=["b (0 points: ...)"]).verdict == "GRADER DIFFERS"
+    assert mutants.Row("x", "ffn", failed={"ffn": ["a"]}, status="tampering").verdict == "GRADER DIFFERS"
+    assert mutants.Row(mutants.REFERENCE, None, status="timeout").verdict == "clean"
 
 
 def test_unknown_pitfall_is_a_usage_error(capsys):

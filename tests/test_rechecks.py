@@ -7,7 +7,8 @@ the loaded submission, the same seeding, the same encoding of the answer, the pa
 and must agree with the reference's outputs on 20 seeds for the reference itself and for
 ``tests/independent/`` (written without looking at ``reference/``), agree for every allowed
 variation (:mod:`transformer_spec.variations`) on two seeds, and disagree with some pitfall of its
-own component on each of three seeds.
+own component on each of three seeds. A public replay (the re-check on its anchor's own inputs,
+``tests/test_recheck_replays.py``) is held the same way.
 """
 
 from __future__ import annotations
@@ -28,16 +29,24 @@ VARIATION_SEEDS = SEEDS[:2]
 INDEPENDENT = Path(__file__).resolve().parent / "independent" / "alt_submission.py"
 
 
+REPLAYED = [r for r in CHECKS if r.public is not None]
+
+
 @pytest.fixture(scope="module")
 def expected():
-    """(re-check name, seed) -> the reference's outputs, as the parent computes them."""
-    return {(r.name, s): recheck.expected_outputs(s, [r.name])[r.name] for r in CHECKS for s in SEEDS}
+    """(re-check name, seed) -> the reference's outputs, as the parent computes them; seed
+    ``recheck.PUBLIC``: at the re-check's public seed (its replay of the anchor's own inputs)."""
+    secret = {(r.name, s): recheck.expected_outputs(s, [r.name])[r.name] for r in CHECKS for s in SEEDS}
+    public = {(name, recheck.PUBLIC): out for name, out in recheck.expected_outputs(0, mode=recheck.PUBLIC).items()}
+    return {**secret, **public}
 
 
 def _disagreements(sub, checks, seeds, expected) -> list[str]:
-    """What the class grader would say of ``sub`` (a loaded submission, as the child passes it)."""
+    """What the class grader would say of ``sub`` (a loaded submission, as the child passes it);
+    a seed ``recheck.PUBLIC`` is the public replay."""
     return [f"{r.name} seed {s}: {why}" for r in checks for s in seeds
-            if (why := recheck.disagreement(r, sub, s, expected[(r.name, s)])) is not None]
+            if (why := recheck.disagreement(r, sub, 0 if s == recheck.PUBLIC else s, expected[(r.name, s)],
+                                            recheck.PUBLIC if s == recheck.PUBLIC else recheck.SECRET)) is not None]
 
 
 def test_every_component_is_rechecked():
@@ -48,12 +57,14 @@ def test_every_component_is_rechecked():
 def test_rechecks_agree_with_correct_implementations_on_many_seeds(who, expected):
     sub = loader.load("reference" if who == "reference" else str(INDEPENDENT))
     assert _disagreements(sub, CHECKS, SEEDS, expected) == []
+    assert _disagreements(sub, REPLAYED, [recheck.PUBLIC], expected) == []
 
 
 @pytest.mark.parametrize("variation", CATALOGUE, ids=lambda v: v.name)
 def test_rechecks_agree_with_every_allowed_variation(variation, expected, tmp_path):
     sub = load_patched_reference(tmp_path, variation.patches, f"v_{variation.name}")
     assert _disagreements(sub, CHECKS, VARIATION_SEEDS, expected) == []
+    assert _disagreements(sub, REPLAYED, [recheck.PUBLIC], expected) == []
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +81,18 @@ def test_each_recheck_fails_a_pitfall_of_its_component(check, broken, expected):
     caught = [p.name for p in registry.get(check.component).pitfalls
               if len(_disagreements(broken[p.name], [check], SEEDS[:3], expected)) == 3]
     assert caught, f"re-check {check.name} agrees with every pitfall of {check.component}: it cannot fail"
+
+
+@pytest.mark.parametrize("check", REPLAYED, ids=lambda r: r.name)
+def test_each_public_replay_fails_a_pitfall_of_its_component(check, broken, expected):
+    caught = [p.name for p in registry.get(check.component).pitfalls
+              if _disagreements(broken[p.name], [check], [recheck.PUBLIC], expected)]
+    assert caught, f"the public replay of {check.name} agrees with every pitfall of {check.component}"
+
+
+def test_a_greedy_twin_is_judged_on_the_submissions_own_logits(broken, expected):
+    """A mistake in the model's other parts (ReLU in the FFN) changes the tokens but not whether they
+    are the argmax of the model's own logits: it costs generate nothing, as in pytest."""
+    greedy = recheck.by_name()["generate[greedy]"]
+    assert _disagreements(broken["relu_instead_of_gelu"], [greedy], SEEDS[:3], expected) == []
+    assert len(_disagreements(broken["generate_reads_first_position"], [greedy], SEEDS[:3], expected)) == 3

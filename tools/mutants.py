@@ -6,10 +6,14 @@
     python -m tools.mutants --json kill_matrix.json
     python -m tools.mutants --diagnose-accuracy # how often diagnose.py names each pitfall
 
-Each pitfall of :mod:`transformer_spec.pitfalls` is applied to a fresh copy of ``reference/``
-and graded by one ``pytest spec_tests properties --grade-json`` run (hypothesis profile
-``mutation``: few derandomised examples, no shrinking; one torch thread). The failing tests,
-grouped by their component, make one row of the matrix. The unpatched reference runs too, and
+Each pitfall of :mod:`transformer_spec.pitfalls` is applied to a fresh copy of ``reference/``,
+and every row is graded as one class by the class grader (``tools.grade``: a sandboxed pytest
+child per row running ``spec_tests properties`` with hypothesis profile ``mutation``, few
+derandomised examples, no shrinking, one torch thread; then the hidden re-checks). The failing
+tests the child's pytest reports, grouped by their component, make one row of the matrix. Every
+row is honest code, so its class grade must be exactly that pytest report, with status ``ok``: a
+row whose hidden re-check costs a test, or that is called ``tampering``, is a ``GRADER DIFFERS``
+(issue 25: the path instructors use gives honest code what pytest gives it). The unpatched reference runs too, and
 so does an independently written correct implementation (``tests/independent/alt_submission.py``,
 written from the contract alone in another style): a test that fails it over-specifies (a
 test that fails only because it uses a name the independent implementation does not define,
@@ -19,8 +23,8 @@ a way the contract leaves free: another dropout placement inside attention, a ti
 ``F.linear``, a hand-written LayerNorm, no KV cache, ...): each is a row that must be clean.
 
 Exit status 1 if the reference, the independent implementation or a variation fails any test, if a pitfall
-survives (no test fails), or if a pitfall is killed only outside its own component (the grade
-would blame the wrong part).
+survives (no test fails), if a pitfall is killed only outside its own component (the grade
+would blame the wrong part), or if the class grade of any row differs from its pytest report.
 No early stop: every run goes to the end, so the matrix shows every component that notices.
 """
 
@@ -28,15 +32,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
+import shutil
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools.grade.batch import grade_class
+from tools.grade.settings import DEFAULT_TESTS, Limits, Settings
 from transformer_spec import registry
 from transformer_spec.outcomes import Kind
 from transformer_spec.patching import INDEPENDENT_IMPL, write_patched_reference
@@ -70,6 +74,14 @@ class Row:
     total: int = 0
     seconds: float = 0.0
     error: str | None = None
+    status: str = "ok"  # the class grader's
+    class_total: float = 0.0
+    differs: list[str] = field(default_factory=list)  # tests whose class grade is not the child's pytest report
+
+    @property
+    def same_as_pytest(self) -> bool:
+        """The class grade is the grading child's own pytest report, with status ``ok`` (timeouts aside)."""
+        return not self.differs and self.status in ("ok", "timeout")
 
     @property
     def killed(self) -> bool:
@@ -83,6 +95,8 @@ class Row:
     def verdict(self) -> str:
         if self.error:
             return "ERROR"
+        if not self.same_as_pytest:
+            return "GRADER DIFFERS"
         if self.component is None or self.must_pass:
             return "clean" if not self.failed else "CORRECT CODE FAILS"
         if not self.failed:
@@ -94,72 +108,74 @@ class Row:
         return self.verdict in ("clean", "killed")
 
 
-def suite_command(impl: str, grade_json: str, extra: list[str] | None = None) -> list[str]:
-    """The pytest command that grades ``impl`` under the ``mutation`` profile."""
-    return [sys.executable, "-m", "pytest", "spec_tests", "properties", "-q", "-p", "no:cacheprovider",
-            "--no-header", "--impl", impl, "--grade-json", grade_json, "--hypothesis-profile", PROFILE,
-            *(extra or [])]
+def grader_settings(jobs: int = 2) -> Settings:
+    """How the kill matrix grades a row: as ``tools.grade`` grades a student (sandbox, limits, hidden
+    re-checks), with the ``mutation`` profile, one torch thread and no named diagnosis."""
+    return Settings(list(DEFAULT_TESTS), None, Limits(threads=1), hypothesis_profile=PROFILE, diagnose=False)
 
 
-def suite_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0",
-               TRANSFORMER_SPEC_NO_DIAGNOSE="1")
-    env.pop("CI", None)  # the profile is chosen explicitly anyway
-    return env
+def write_row(item: Pitfall | Variation | str, folder: Path) -> None:
+    """``item`` as a student's folder ``folder/<its name>``: a patched copy of the reference, or a
+    correct implementation."""
+    name = item if isinstance(item, str) else item.name
+    dest = folder / name
+    if name == INDEPENDENT:
+        dest.mkdir(parents=True)
+        shutil.copyfile(INDEPENDENT_IMPL, dest / INDEPENDENT_IMPL.name)
+    else:
+        write_patched_reference(dest, [] if name == REFERENCE else item.patches, f"mutant_{_folder(name)}")
 
 
-def run_one(pitfall: Pitfall | Variation | str, workdir: Path, timeout: float = 600.0) -> Row:
-    """Grade one patched copy (a pitfall or an allowed variation), or a correct implementation
-    (``REFERENCE``, ``INDEPENDENT``)."""
-    correct = isinstance(pitfall, str)
-    name = pitfall if correct else pitfall.name
-    row = Row(name, None if correct else pitfall.component, must_pass=correct or isinstance(pitfall, Variation))
-    start = time.monotonic()
-    try:
-        if correct:
-            impl = CORRECT[name]
-        else:
-            impl = str(write_patched_reference(workdir / name, pitfall.patches, f"mutant_{name}"))
-        out = workdir / f"{name}.json"
-        proc = subprocess.run(suite_command(impl, str(out)), cwd=REPO, env=suite_env(),
-                              capture_output=True, text=True, timeout=timeout)
-        if not out.exists():
-            row.error = f"no results.json (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-500:]}"
-        else:
-            data = json.loads(out.read_text())
-            row.total = len(data["tests"])
-            for t in data["tests"]:
-                if t["status"] != "passed":
-                    kind = t["extra_data"]["kind"]
-                    if kind == Kind.NOT_RUN:
-                        row.error = f"tests not run ({t['output'].splitlines()[0]})"
-                    if name == INDEPENDENT and kind == Kind.NOT_SUBMITTED:
-                        # a component it does not implement (yet): not covered, not over-specified
-                        row.uncovered.append(nodeid_of(t))
-                        continue
-                    comp = t["tags"][0]
-                    row.failed.setdefault(comp, []).append(nodeid_of(t))
-            if proc.returncode not in (0, 1):
-                row.error = f"pytest exited {proc.returncode}: {proc.stdout[-500:]}"
-    except subprocess.TimeoutExpired:
-        row.error = f"the suite took over {timeout:g} s"
-    except Exception as exc:  # a patch that no longer applies (PatchError) lands here, loudly
-        row.error = f"{type(exc).__name__}: {exc}"
-    row.seconds = time.monotonic() - start
+def _folder(name: str) -> str:
+    return name.strip("()")
+
+
+def row_of(item: Pitfall | Variation | str, record) -> Row:
+    """The row of ``item`` from its class-grader record: the failures the grading child reported
+    (its pytest report, so the kill matrix is pytest's), and any test whose class grade differs."""
+    correct = isinstance(item, str)
+    name = item if correct else item.name
+    row = Row(name, None if correct else item.component, must_pass=correct or isinstance(item, Variation))
+    if record is None:
+        row.error = "not graded"
+        return row
+    row.status, row.class_total, row.seconds = record.status, record.total, record.seconds
+    row.total = len(record.tests)
+    for t in record.tests:
+        kind = t.get("kind")
+        if kind in (Kind.HIDDEN, Kind.CONTRADICTED):
+            row.differs.append(f"{nodeid_of(t)} ({t['output'][:200]})")
+            continue
+        if t["status"] == "passed":
+            continue
+        if kind == Kind.NOT_RUN:
+            row.error = f"tests not run ({t['output'].splitlines()[0] if t['output'] else record.detail})"
+        if name == INDEPENDENT and kind == Kind.NOT_SUBMITTED:
+            # a component it does not implement (yet): not covered, not over-specified
+            row.uncovered.append(nodeid_of(t))
+            continue
+        row.failed.setdefault(t["tags"][0], []).append(nodeid_of(t))
+    if record.status not in ("ok", "timeout") and not row.error:
+        row.error = f"status {record.status}: {record.detail}"
     return row
 
 
-def run_all(pitfalls: list[Pitfall], jobs: int = 2, progress=None) -> list[Row]:
-    """The correct implementations first in the queue, then each pitfall or variation of ``pitfalls`` (in
-    that order); ``jobs`` pytest processes at a time."""
-    with tempfile.TemporaryDirectory(prefix="mutants-") as tmp, ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(run_one, p, Path(tmp)) for p in [*CORRECT, *pitfalls]]
-        rows = []
-        for f in futures:
-            rows.append(f.result())
-            if progress:
-                progress(rows[-1])
+def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None) -> list[Row]:
+    """Grade the correct implementations and each pitfall or variation of ``pitfalls`` (in that
+    order) as one class through ``tools.grade`` (``jobs`` students at a time); their rows."""
+    items = [*CORRECT, *pitfalls]
+    with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
+        folder = Path(tmp) / "class"
+        folder.mkdir()
+        for item in items:
+            write_row(item, folder)
+        records = grade_class(folder, Path(tmp) / "grades", grader_settings(), jobs=jobs, progress=False,
+                              class_report=False)
+    rows = []
+    for item in items:
+        rows.append(row_of(item, records.get(item if isinstance(item, str) else item.name)))
+        if progress:
+            progress(rows[-1])
     return rows
 
 
@@ -191,7 +207,7 @@ def _print_row(row: Row) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.mutants", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", "-j", type=int, default=2, help="pytest processes in parallel (default 2)")
+    parser.add_argument("--jobs", "-j", type=int, default=2, help="rows graded in parallel (default 2)")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these pitfalls or variations")
     parser.add_argument("--show-tests", action="store_true",
                         help="list every failing test of each pitfall (default: up to 3 of its own component)")
@@ -251,7 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     bad = [r for r in rows if not r.ok]
     killed = sum(1 for r in rows if not r.must_pass and r.verdict == "killed")
     clean = sum(1 for r in rows if r.must_pass and r.component is not None and r.verdict == "clean")
+    same = sum(1 for r in rows if r.same_as_pytest and not r.error)
+    for r in rows:
+        if r.differs or not r.same_as_pytest:
+            print(f"{r.name}: class grade differs from its pytest report (status {r.status}): " + "; ".join(r.differs[:3]))
     print()
+    print(f"class grade equal to the child's pytest report, with status ok, for {same} / {len(rows)} rows")
     print(f"{killed} / {n_pitfalls} pitfalls killed inside their own component; "
           f"{clean} / {n_variations} allowed variations clean; "
           f"reference: {rows[0].verdict}; independent implementation: {rows[1].verdict}; "
@@ -260,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps({
             "seconds": round(elapsed, 1), "jobs": args.jobs,
             "rows": [{"name": r.name, "component": r.component, "must_pass": r.must_pass,
-                      "verdict": r.verdict, "error": r.error,
+                      "verdict": r.verdict, "error": r.error, "status": r.status,
+                      "class_total": r.class_total, "differs": r.differs,
                       "seconds": round(r.seconds, 1), "total": r.total, "failed": r.failed} for r in rows],
         }, indent=2) + "\n")
     for r in bad:

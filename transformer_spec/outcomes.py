@@ -33,7 +33,8 @@ class Kind(str, enum.Enum):
     NOT_RUN = "not run"            # the run ended (time limit, interruption) before the test
     SKIPPED = "skipped"
     OTHER = "other"                # failed without an exception of its own
-    CONTRADICTED = "contradicted"  # claimed passed, but the class grader's hidden re-check disagrees
+    HIDDEN = "hidden re-check"     # claimed passed; the class grader's re-check on other inputs fails (neutral)
+    CONTRADICTED = "contradicted"  # claimed passed; proved false, or unconfirmed once the report was proved false
 
 
 #: the kinds of failure a named diagnosis (:mod:`transformer_spec.diagnose`) can explain

@@ -46,13 +46,15 @@ class Outputs(dict):
     Only the expected side's settings count (the reference's, computed in the parent; a child's
     answer arrives as bare arrays): ``rtol``/``atol`` where the anchor allows more than float64
     rounding, and ``first[k] = n`` to compare only the first ``n`` entries of ``k`` (after its
-    shape), where later entries are not fixed on these inputs (a greedy choice after a near-tie).
+    shape), where later entries are not fixed on these inputs (a greedy choice after a near-tie);
+    ``unchecked`` names arrays sent for a re-check's ``law`` only, never compared (a model's own logits).
     """
 
     def __init__(self, arrays: dict[str, np.ndarray], *, rtol: float = RTOL, atol: float = ATOL,
-                 first: dict[str, int] | None = None):
+                 first: dict[str, int] | None = None, unchecked: tuple[str, ...] = ()):
         super().__init__(arrays)
         self.rtol, self.atol, self.first = rtol, atol, dict(first or {})
+        self.unchecked = tuple(unchecked)
 
 
 def as_numpy(**arrays) -> dict[str, np.ndarray]:
@@ -87,10 +89,19 @@ def snapshot_minigpt(mod, seed: int, **changes):
     return testing.set_parameters(mod.MiniGPT(**c).double(), params).eval()
 
 
-def mha_masks(length: int, seed: int, self_attention: bool) -> dict:
+def sdpa_masks() -> dict:
+    """The masks of spec_tests/test_torch_oracle.py::test_sdpa_matches_torch, by name. A re-check
+    keeps its anchor's masks (a twin differs only in its values): another random mask could block a
+    whole row, where a mistake the public test does not show (a fill of -1e9) would show."""
+    s = inputs.ORACLE
+    return {"none": None, "random": inputs.random_mask(s.b, s.h, s.lq, s.lk, seed=11),
+            "broadcast_lq_lk": inputs.random_mask(s.lq, s.lk, seed=12), "padding": inputs.padding(s.lk, [s.lk, 4])}
+
+
+def mha_masks(length: int, self_attention: bool) -> dict:
     """The oracle tests' masks of multi-head attention, by name (causal only for self-attention)."""
     s = inputs.ORACLE
-    return {"none": None, "lq_lk": inputs.random_mask(s.lq, length, seed=seed + 9),
+    return {"none": None, "lq_lk": inputs.random_mask(s.lq, length, seed=21),
             "padding": inputs.padding(length, [length, 3]),
             "causal": inputs.causal(s.lq) if self_attention else None}
 
@@ -138,6 +149,8 @@ def compare(actual: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> s
     rtol, atol = getattr(expected, "rtol", RTOL), getattr(expected, "atol", ATOL)
     first = getattr(expected, "first", {})
     for k, e in expected.items():
+        if k in getattr(expected, "unchecked", ()):
+            continue
         if k not in actual:
             return f"{k}: missing"
         a = actual[k]
@@ -157,6 +170,28 @@ def compare(actual: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> s
     return None
 
 
+SECRET, PUBLIC = "secret", "public"  # a re-check's two runs: its twin on secret inputs, its anchor's own inputs
+
+
+def seed_of(check: registry.Recheck, mode: str, secret: int) -> int:
+    """The seed ``check`` runs at in ``mode``: the batch's secret one, or its anchor's own."""
+    if mode == PUBLIC:
+        if check.public is None:
+            raise ValueError(f"{check.name} has no public replay")
+        return check.public
+    return secret
+
+
+def judge(check: registry.Recheck, answer: dict[str, np.ndarray], reference: dict[str, np.ndarray],
+          mode: str = SECRET) -> str | None:
+    """None when the submission's ``answer`` to ``check`` in ``mode`` is right; else what is wrong.
+    A public replay is held to the reference's outputs (what its anchor asserts, more loosely); a
+    secret twin to the re-check's ``law`` when it has one, else to the reference's outputs."""
+    if mode == SECRET and check.law is not None:
+        return check.law(answer, reference)
+    return compare(answer, reference)
+
+
 def run_one(check: registry.Recheck, module, seed: int) -> dict[str, np.ndarray]:
     """``check``'s arrays for ``module`` as the re-check child computes them (torch's global seed
     set, no autograd)."""
@@ -167,18 +202,22 @@ def run_one(check: registry.Recheck, module, seed: int) -> dict[str, np.ndarray]
         return check.run(module, seed)
 
 
-def disagreement(check: registry.Recheck, module, seed: int, expected: dict[str, np.ndarray]) -> str | None:
-    """What the class grader would say of ``module``'s answer to ``check`` (None: it agrees): run
-    in this process as the child runs it, sent through the same encoding, held to ``expected``."""
+def disagreement(check: registry.Recheck, module, seed: int, expected: dict[str, np.ndarray],
+                 mode: str = SECRET) -> str | None:
+    """What the class grader would say of ``module``'s answer to ``check`` in ``mode`` (None: it
+    agrees): run in this process as the child runs it, sent through the same encoding, judged
+    against ``expected`` (the reference's outputs at the same seed)."""
     try:
-        answer = encode_arrays(run_one(check, module, seed))
+        answer = encode_arrays(run_one(check, module, seed_of(check, mode, seed)))
     except Exception as exc:  # noqa: BLE001 - the child reports any exception as the re-check failing
         return f"{type(exc).__name__}: {exc}"
-    return compare(decode_arrays(answer), expected)
+    return judge(check, decode_arrays(answer), expected, mode)
 
 
-def expected_outputs(seed: int, names: list[str] | None = None) -> dict[str, dict[str, np.ndarray] | str]:
-    """The reference's outputs for the re-checks (computed in the calling process)."""
+def expected_outputs(seed: int, names: list[str] | None = None,
+                     mode: str = SECRET) -> dict[str, dict[str, np.ndarray] | str]:
+    """The reference's outputs for the re-checks (computed in the calling process): at ``seed``, or
+    for ``mode=PUBLIC`` at each re-check's public seed (those that have one)."""
     import importlib
 
     import torch
@@ -187,9 +226,8 @@ def expected_outputs(seed: int, names: list[str] | None = None) -> dict[str, dic
     torch.set_num_threads(1)
     out = {}
     for p in registry.rechecks():
-        if names is None or p.name in names:
-            with torch.no_grad():
-                out[p.name] = p.run(reference, seed)
+        if (names is None or p.name in names) and (mode == SECRET or p.public is not None):
+            out[p.name] = run_one(p, reference, seed_of(p, mode, seed))
     return out
 
 
@@ -209,7 +247,8 @@ def child_main(argv: list[str] | None = None) -> int:
         print("transformer_spec.recheck: run by tools.grade only (no report channel)", file=sys.stderr)
         return 2
     seed = int(channel.extra["seed"])
-    names = list(channel.extra.get("rechecks", []))
+    runs = [(str(n), SECRET) for n in channel.extra.get("rechecks", [])] + \
+        [(str(n), PUBLIC) for n in channel.extra.get("public", [])]
     seconds = float(channel.extra.get("seconds_each", 20))
 
     import torch
@@ -224,22 +263,23 @@ def child_main(argv: list[str] | None = None) -> int:
         channel.close()
         return 0
     known = by_name()
-    for name in names:
+    for name, mode in runs:
         check = known.get(name)
-        if check is None:
+        if check is None or (mode == PUBLIC and check.public is None):
             continue
         guard.uses.clear()
         try:
             with alarm.time_limit(seconds, f"the re-check {name}"):
-                arrays = run_one(check, sub, seed)  # a missing name raises loader.NotSubmitted
+                arrays = run_one(check, sub, seed_of(check, mode, seed))  # a missing name raises loader.NotSubmitted
             if guard.uses:
                 raise forbidden.ForbiddenAPIError(guard.uses[0].message)
-            message = {"kind": "recheck", "name": name, "arrays": encode_arrays(arrays)}
+            message = {"kind": "recheck", "name": name, "mode": mode, "arrays": encode_arrays(arrays)}
         except alarm.Expired:
-            message = {"kind": "recheck", "name": name, "error": f"did not finish in {seconds:g} s"}
+            message = {"kind": "recheck", "name": name, "mode": mode, "error": f"did not finish in {seconds:g} s"}
         except (Exception, KeyboardInterrupt, SystemExit) as exc:  # whatever the submission raises fails it
             text = str(exc).strip().splitlines()
-            message = {"kind": "recheck", "name": name, "error": f"{type(exc).__name__}: {text[0][:300] if text else ''}",
+            message = {"kind": "recheck", "name": name, "mode": mode,
+                       "error": f"{type(exc).__name__}: {text[0][:300] if text else ''}",
                        "missing": isinstance(exc, loader.NotSubmitted)}  # a name the submission does not define
         channel.send(message)
     channel.send({"kind": "recheck-done"})

@@ -55,8 +55,16 @@ class Recheck:
 
     name: str
     component: str
-    anchors: tuple[str, ...]  # node ids: if the child claims any of them passed, the re-check must pass
+    anchors: tuple[str, ...]  # node ids: a claimed pass of one of them counts unless this re-check refutes it
     run: Callable
+    # The seed at which ``run`` computes exactly its anchor's inputs (the *public replay*): a claimed
+    # anchor whose replay returns other values than the reference's is proof of a false report. None:
+    # no replay (the inputs are not the anchor's own, e.g. stored snapshot weights).
+    public: int | None = None
+    # How the secret twin is judged when not by equality to the reference's outputs:
+    # ``law(answer, reference) -> None | what is wrong``, on the submission's own numbers (generate:
+    # its tokens are the argmax of its own logits), so a bug elsewhere costs its own component only.
+    law: Callable | None = None
 
 
 @dataclass(frozen=True)

@@ -138,7 +138,8 @@ def _prepare(ctx: Context, setup: ThreadPoolExecutor) -> None:
     ctx.setup = setup.submit(_setup, ctx)
     try:
         chosen = setup.submit(sandbox.choose, ctx.settings.sandbox)  # a probe child, ~1 s
-        ctx.diagnosis_table = diagnosis_catalogue.write_table(ctx.tmp_root / "diagnosis.pt")
+        if ctx.settings.diagnose:
+            ctx.diagnosis_table = diagnosis_catalogue.write_table(ctx.tmp_root / "diagnosis.pt")
         ctx.sandbox = chosen.result()
     except BaseException:
         kill_all()  # the skeleton's child, if this process gave up first (no sandbox works here)
@@ -147,7 +148,9 @@ def _prepare(ctx: Context, setup: ThreadPoolExecutor) -> None:
 
 def _setup(ctx: Context) -> Setup:
     skeleton = collect_skeleton(ctx)
-    return Setup(skeleton, recheck.expected_outputs(ctx.seed) if ctx.settings.rechecks else {})
+    if not ctx.settings.rechecks:
+        return Setup(skeleton)
+    return Setup(skeleton, recheck.expected_outputs(ctx.seed), recheck.expected_outputs(0, mode=recheck.PUBLIC))
 
 
 def folder_hashes(folder: Path) -> dict[str, str]:

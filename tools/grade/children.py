@@ -75,14 +75,15 @@ class ChildRun:
     seconds: float = 0.0
 
     def add(self, messages) -> None:
-        """Keep the latest message of each kind (and, for re-checks, of each name), of the kinds the
+        """Keep the latest message of each kind (and, for re-checks, of each name and mode), of the kinds the
         grader reads only: a run report is a whole snapshot of the run, so the parent holds one
         however often the child reports, and a child cannot grow the parent's memory."""
         for m in messages:
             kind = m.get("kind")
             if kind not in KINDS:
                 continue
-            same = (lambda old: old.get("kind") == kind and old.get("name") == m.get("name"))
+            same = (lambda old: old.get("kind") == kind and old.get("name") == m.get("name")
+                    and old.get("mode") == m.get("mode"))
             kept = [old for old in self.messages if not same(old)]
             if len(kept) < MAX_MESSAGES:
                 self.messages = [*kept, m]

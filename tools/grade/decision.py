@@ -136,18 +136,9 @@ def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path
         passed = kind == Kind.PASSED
         tests.append(dict(t, score=t["max_score"] if passed else 0.0, status="passed" if passed else "failed",
                           output="" if passed else output, kind=kind.value))
-    # Every component with a claimed pass is re-checked outside the child; its passes count only
-    # when the re-check agrees with the reference.
-    voided, unfinished = rechecks.run_rechecks(ctx, target, sandbox, {nodeid_of(t): t["tags"][0] for t in tests
-                                                                      if t["status"] == "passed"}, jail)
-    for t in tests:
-        v = voided.get(t["tags"][0])
-        if v is not None and t["status"] == "passed":
-            t.update(score=0.0, status="failed", kind=Kind.CONTRADICTED.value, output=v.message(t["tags"][0]))
-    tampered = {c: v.why for c, v in voided.items() if v.contradicted}
+    passed = {nodeid_of(t): t["tags"][0] for t in tests if t["status"] == "passed"}
+    tampered = apply_verdicts(tests, rechecks.run_rechecks(ctx, target, sandbox, passed, jail))
     status, detail = status_of(run, last, tampered)
-    if unfinished and status == "ok":
-        status, detail = "crashed", f"the hidden re-check process {unfinished} (twice); its components score 0"
     diagnoses = {} if last is None else {c: _clean(d, sandbox) for c, d in last.diagnoses.items()
                                          if c in registry.names() and c not in tampered}
     known = {p.name for p in registry.pitfalls()}
@@ -155,6 +146,46 @@ def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path
                                         if c in diagnoses}
     return _finish(entry, ctx, status, _clean(detail, sandbox), subhash, tests, tampered, diagnoses,
                    {c: names for c, names in mistakes.items() if names})
+
+
+HIDDEN_MESSAGE = "0 points: passes the public test, not the hidden re-check on other inputs ({why})"
+REFUTED_MESSAGE = ("0 points: reported passed from inside the submission's process, but the grader re-ran this "
+                   "test's own inputs and got another answer ({why}): the report is false")
+UNCONFIRMED_MESSAGE = ("0 points: not confirmed; the report from inside the submission's process was proved false "
+                       "(see the status), so a pass counts only where the grader's own re-check confirms it")
+
+
+def apply_verdicts(tests: list[dict], v: rechecks.Verdicts) -> dict[str, str]:
+    """The claimed passes of ``tests`` that count, by the re-checks' verdicts ``v``; returns the
+    proof of tampering by component (empty: none).
+
+    Without proof every claimed pass counts but one whose own hidden twin fails (a hidden test
+    that failed, neutral): so an honest submission gets what pytest gives it. With proof (a claim
+    refuted on its own inputs, or a forged stream) nothing the child says counts unless checked:
+    a re-checked pass counts when confirmed, another when its component has a confirmed pass and
+    no failed or refuted one."""
+    proof = v.proof
+    comp_of = {nodeid_of(t): t["tags"][0] for t in tests}
+    tampered: dict[str, str] = {}
+    if v.forged:
+        tampered = {comp_of[n]: proof for n in v.twinned}
+    for n, why in v.refuted.items():
+        tampered.setdefault(comp_of[n], why)
+    backed = {comp_of[n] for n in v.confirmed} - {comp_of[n] for n in (*v.hidden, *v.refuted)}
+    for t in tests:
+        n = nodeid_of(t)
+        if t["status"] != "passed":
+            continue
+        if n in v.refuted:
+            kind, output = Kind.CONTRADICTED, REFUTED_MESSAGE.format(why=v.refuted[n])
+        elif n in v.hidden:
+            kind, output = Kind.HIDDEN, HIDDEN_MESSAGE.format(why=v.hidden[n])
+        elif proof and not (n in v.confirmed or (n not in v.twinned and t["tags"][0] in backed)):
+            kind, output = Kind.CONTRADICTED, UNCONFIRMED_MESSAGE
+        else:
+            continue
+        t.update(score=0.0, status="failed", kind=kind.value, output=output)
+    return tampered
 
 
 def _clean(text: str, sandbox: Path) -> str:
@@ -169,7 +200,9 @@ _IMPORT_STATUS = {Kind.MEMORY: "memory-limit", Kind.FORBIDDEN: "forbidden-api", 
 def status_of(run: ChildRun, report: outcomes.Report | None, tampered: dict[str, str]) -> tuple[str, str]:
     """The submission's status and a one-line detail, from the run and the tests' outcome kinds."""
     if tampered:
-        return "tampering", f"claimed passes contradicted by the hidden re-check in: {', '.join(sorted(tampered))}"
+        why = next(iter(tampered.values()))
+        return "tampering", (f"the report from inside the submission's process is false ({why}); passes count only "
+                             f"where the grader's own re-check confirms them")
     if report is not None and report.submission_error:
         status = _IMPORT_STATUS.get(report.submission_error_kind, "import-error")
         return status, first_line(report.submission_error, 300)

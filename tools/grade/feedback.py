@@ -18,8 +18,8 @@ STATUS_TEXT = {
     "output-limit": "the submission printed too much; the run was stopped and tests not run score 0",
     "interrupted": "the submission interrupted the test run; tests not run score 0",
     "crashed": "the submission ended the test process; tests not run score 0",
-    "tampering": "results reported from inside the submission's process were contradicted by the grader's "
-                 "own re-check; those components score 0",
+    "tampering": "results reported from inside the submission's process were proved false by the grader's "
+                 "own re-check of a test's own inputs; only passes the grader confirmed count",
 }
 
 

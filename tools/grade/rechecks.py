@@ -1,117 +1,152 @@
-"""The hidden re-checks of one submission, and which components' claimed passes they void.
+"""The hidden re-checks of one submission: which claimed passes they confirm, which they find to
+fail on other inputs, and which they prove false.
 
-Every component with a pass claimed by the grading child is re-checked in another child
-(``python -m transformer_spec.recheck``, in the student's sandbox) on inputs from the batch's
-secret seed; the reference's outputs were computed by the parent. A component's claimed passes
-count only when its re-checks agree with the reference:
+Each test the grading child claims passed that is the *anchor* of a re-check
+(:class:`transformer_spec.registry.Recheck`) is re-checked in another child (``python -m
+transformer_spec.recheck``, in the student's sandbox) on inputs from the batch's secret seed, its
+*secret twin*; the reference's outputs were computed by the parent. An anchor whose re-check has a
+``public`` seed is also *replayed*: the same re-check on the test's own inputs. Test by test:
 
-* a re-check that disagrees, fails or does not answer voids the component; when it mirrors a
-  test the child claimed passed (its *anchor*), the claim is contradicted: the report lied, and
-  the status is ``tampering``;
-* re-checks that all find the names they need missing (``not submitted``) void it too, as a
-  contradiction: passes claimed without the code behind them are not real;
-* re-checks of which some find their names missing and the others agree keep it (a partial
-  submission keeps the points of what it has).
+* the twin agrees (and the replay, if any): the claim is **confirmed**;
+* the twin disagrees, raises or does not answer: a **hidden test that failed**, costing that test's
+  points only, never an accusation (``hidden``);
+* the replay returns other values than the reference's, or finds a name the test used missing:
+  the test cannot have passed on the code that was submitted, so the report is false: **proof**
+  of tampering (``refuted``). A replay that raises or does not answer proves nothing.
 
-So a forged report gains at most the tests of components whose behaviour the code really has.
+A re-check child that dies is started again on what it had not answered; a re-check during which
+it dies twice is not answered (a hidden failure of its anchor). So an ``os._exit`` or a crash in a
+method costs the tests that call it, as in pytest.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformer_spec import recheck, registry
+from transformer_spec.recheck import PUBLIC, SECRET
 
 from .children import run_child
 from .sandbox import Jail
 from .suite import Context
 
+MAX_RUNS = 6  # re-check children started for one submission at most (each death skips one re-check)
+
 
 @dataclass(frozen=True)
-class Voided:
-    """A component whose claimed passes do not count."""
+class Verdicts:
+    """The re-checks' verdicts on a submission's claimed passes (node ids)."""
 
-    why: str
-    contradicted: bool  # a re-check disagrees with a test the child claimed passed
+    confirmed: frozenset[str] = frozenset()  # the twin (and the replay) agree
+    hidden: dict[str, str] = field(default_factory=dict)  # node id -> why its secret twin fails (neutral)
+    refuted: dict[str, str] = field(default_factory=dict)  # node id -> why its public replay proves it false
+    twinned: frozenset[str] = frozenset()  # the claimed passes that were re-checked at all
+    forged: str = ""  # the re-check child's stream was forged: every claim is unconfirmed
 
-    def message(self, comp: str) -> str:
-        if self.contradicted:
-            return (f"0 points: the grader's hidden re-check of '{comp}' contradicts the passes reported from "
-                    f"inside the submission's process ({self.why})")
-        return (f"0 points: the grader's hidden re-check of '{comp}' on secret inputs does not agree with a "
-                f"correct implementation ({self.why}); a component's passes count only when it does")
+    @property
+    def proof(self) -> str:
+        """Why the report is known to be false ("" when it is not)."""
+        if self.forged:
+            return f"the hidden re-check's process sent {self.forged}"
+        return next(iter(self.refuted.values()), "")
 
 
-def run_rechecks(ctx: Context, target: Path, sandbox: Path, passed: dict[str, str],
-                 jail: Jail) -> tuple[dict[str, Voided], str]:
-    """``passed``: claimed passes, node id -> component. Returns the voided components, and why the
-    re-check process did not finish ("" when it did). A process that did not finish (killed, or
-    out of time on a loaded host) is run once more before its silence voids anything."""
+def wanted_rechecks(ctx: Context, passed: dict[str, str]) -> list[registry.Recheck]:
+    """The re-checks of the claimed passes: those with a claimed anchor."""
+    return [r for r in registry.rechecks() if r.name in ctx.expected and any(a in passed for a in r.anchors)]
+
+
+def run_rechecks(ctx: Context, target: Path, sandbox: Path, passed: dict[str, str], jail: Jail) -> Verdicts:
+    """``passed``: claimed passes, node id -> component. A re-check child that ends before answering
+    is started again on the rest (a host's kill costs nothing; a submission's crash costs the
+    re-check it happened in, once it happened there twice)."""
     if not ctx.settings.rechecks:
-        return {}, ""
-    claimed = set(passed.values())
-    wanted = [r for r in registry.rechecks() if r.component in claimed and r.name in ctx.expected]
+        return Verdicts()
+    wanted = wanted_rechecks(ctx, passed)
     if not wanted:
-        return {}, ""
-    for _ in range(2):
-        got, forged, unfinished = _run_child(ctx, target, sandbox, wanted, jail)
+        return Verdicts()
+    todo = [(r.name, SECRET) for r in wanted] + [(r.name, PUBLIC) for r in wanted if r.public is not None]
+    got: dict[tuple[str, str], dict] = {}
+    deaths: dict[tuple[str, str], int] = {}
+    deadline = time.monotonic() + 2 * ctx.settings.limits.recheck_seconds
+    forged = None
+    for _ in range(MAX_RUNS):
+        rest = [x for x in todo if x not in got]
+        wall = deadline - time.monotonic()
+        if not rest or wall <= 1:
+            break
+        answers, forged, unfinished = _run_child(ctx, target, sandbox, rest, jail, wall)
+        got.update(answers)
         if forged or not unfinished:
             break
-    return verdicts(wanted, got, forged, passed, ctx.expected), "" if forged else unfinished
+        left = [x for x in rest if x not in got]
+        if left:  # the child died (or stopped) during the first re-check it did not answer
+            deaths[left[0]] = deaths.get(left[0], 0) + 1
+            if deaths[left[0]] >= 2:
+                got[left[0]] = {"error": f"the submission's process {unfinished} during this re-check (twice)"}
+    return verdicts(wanted, got, forged, passed, ctx.expected, ctx.expected_public)
 
 
-def _run_child(ctx: Context, target: Path, sandbox: Path, wanted: list[registry.Recheck],
-               jail: Jail) -> tuple[dict[str, dict], str | None, str]:
-    """The re-check child's answers (name -> message), its forgery if any, and why it did not finish."""
+def _run_child(ctx: Context, target: Path, sandbox: Path, runs: list[tuple[str, str]], jail: Jail,
+               wall: float) -> tuple[dict[tuple[str, str], dict], str | None, str]:
+    """The re-check child's answers ((name, mode) -> message), its forgery if any, and why it did not finish."""
     lim = ctx.settings.limits
     work = sandbox / "recheck-work"
     (work / "tmp").mkdir(parents=True, exist_ok=True)
+    wall = min(wall, lim.recheck_seconds)
     run = run_child([sys.executable, "-I", "-m", "transformer_spec.recheck", "--impl", str(target)],
                     cwd=work, env=ctx.env(work), limits=lim, jail=jail.seeing(ctx.view(sandbox, work, sandbox / "sub")),
-                    extra={"seed": ctx.seed, "rechecks": [r.name for r in wanted], "threads": lim.threads,
-                           "forbidden": list(ctx.rubric.forbidden), "seconds_each": min(30.0, lim.recheck_seconds)},
-                    wall=lim.recheck_seconds)
-    got: dict[str, dict] = {}
+                    extra={"seed": ctx.seed, "rechecks": [n for n, m in runs if m == SECRET],
+                           "public": [n for n, m in runs if m == PUBLIC], "threads": lim.threads,
+                           "forbidden": list(ctx.rubric.forbidden), "seconds_each": min(30.0, wall)},
+                    wall=wall)
+    got: dict[tuple[str, str], dict] = {}
     done = False
     for m in run.messages:
-        if m.get("kind") == "recheck" and isinstance(m.get("name"), str):
-            got[m["name"]] = m
+        if m.get("kind") == "recheck" and isinstance(m.get("name"), str) and m.get("mode") in (SECRET, PUBLIC):
+            got[(m["name"], m["mode"])] = m
         done = done or m.get("kind") in ("recheck-done", "recheck-import-error")
-    unfinished = "" if done else (f"stopped after {lim.recheck_seconds:g} s" if run.timed_out
-                                  else f"ended with exit code {run.returncode} before answering")
+    unfinished = "" if done else (f"was stopped after {wall:g} s" if run.timed_out
+                                  else f"ended with exit code {run.returncode}")
     return got, run.forged, unfinished
 
 
-def verdicts(wanted: list[registry.Recheck], got: dict[str, dict], forged: str | None, passed: dict[str, str],
-             expected: dict) -> dict[str, Voided]:
-    """The voided components, from the re-check child's answers ``got`` (name -> message)."""
-    by_comp: dict[str, list[tuple[registry.Recheck, str | None, bool]]] = {}
+def answer_problem(check: registry.Recheck, message: dict | None, expected: dict, mode: str) -> tuple[str | None, bool]:
+    """What is wrong with the child's answer to ``check`` in ``mode`` (None: right), and whether that
+    is a value or a missing name (what a public replay can prove) rather than an error or silence."""
+    if message is None:
+        return "the submission's process ended before answering", False
+    if "error" in message:
+        return str(message["error"])[:300], message.get("missing") is True
+    try:
+        return recheck.judge(check, recheck.decode_arrays(message.get("arrays")), expected[check.name], mode), True
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        return f"unreadable answer ({exc})", False
+
+
+def verdicts(wanted: list[registry.Recheck], got: dict[tuple[str, str], dict], forged: str | None,
+             passed: dict[str, str], expected: dict, expected_public: dict) -> Verdicts:
+    """The verdicts, from the re-check child's answers ``got`` ((name, mode) -> message)."""
+    hidden: dict[str, str] = {}
+    refuted: dict[str, str] = {}
+    twinned: set[str] = set()
     for r in wanted:
-        missing = False
+        anchors = [a for a in r.anchors if a in passed]
+        twinned.update(anchors)
         if forged:
-            why = f"the re-check process sent {forged}"
-        else:
-            m = got.get(r.name)
-            if m is None:
-                why = "the submission's process ended before answering"
-            elif "error" in m:
-                why, missing = str(m["error"])[:300], m.get("missing") is True
-            else:
-                try:
-                    why = recheck.compare(recheck.decode_arrays(m.get("arrays")), expected[r.name])
-                except (ValueError, KeyError, TypeError) as exc:
-                    why = f"unreadable answer ({exc})"
-        by_comp.setdefault(r.component, []).append((r, why, missing))
-    voided: dict[str, Voided] = {}
-    for comp, results in by_comp.items():
-        bad = [(r, why) for r, why, missing in results if why and not missing]
-        nothing = not bad and all(missing for _, _, missing in results)
-        if nothing:
-            bad = [(r, why) for r, why, _ in results]  # passes claimed with none of the code behind them
-        if bad:
-            lied = bad if forged or nothing else [(r, why) for r, why in bad if any(a in passed for a in r.anchors)]
-            r, why = (lied or bad)[0]
-            voided[comp] = Voided(f"re-check {r.name}: {why}", bool(lied))
-    return voided
+            continue
+        secret, _ = answer_problem(r, got.get((r.name, SECRET)), expected, SECRET)
+        public, decisive = (None, False) if r.public is None or r.name not in expected_public else \
+            answer_problem(r, got.get((r.name, PUBLIC)), expected_public, PUBLIC)
+        for a in anchors:
+            if public is not None and decisive:
+                refuted.setdefault(a, f"re-check {r.name} on the test's own inputs: {public}")
+            elif secret is not None or public is not None:
+                hidden.setdefault(a, f"re-check {r.name}: {secret or public}")
+    if forged:
+        return Verdicts(twinned=frozenset(twinned), forged=forged)
+    confirmed = frozenset(a for a in twinned if a not in hidden and a not in refuted)
+    return Verdicts(confirmed, hidden, refuted, frozenset(twinned))

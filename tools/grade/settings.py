@@ -46,6 +46,8 @@ class Settings:
     coverage: bool = False
     rechecks: bool = True  # the hidden re-check of claimed passes
     sandbox: str = "auto"  # the tier asked for (tools/grade/sandbox.py); "none" is --no-sandbox
+    hypothesis_profile: str | None = None  # None: the plugin's "grading" (tools.mutants: "mutation")
+    diagnose: bool = True  # name the catalogue's mistakes in the feedback (the kill matrix needs no names)
 
     def rubric_object(self):
         """The rubric, parsed (the default one when no text was given)."""
@@ -57,7 +59,7 @@ class Settings:
         """What must be equal for two outputs to be resumed or merged together."""
         data = {"tests": self.tests, "rubric_sha256": _sha(self.rubric.encode()) if self.rubric else "default",
                 "limits": asdict(self.limits), "coverage": self.coverage, "rechecks": self.rechecks,
-                "suite_sha256": suite_hash}
+                "suite_sha256": suite_hash, "hypothesis_profile": self.hypothesis_profile, "diagnose": self.diagnose}
         return data
 
 

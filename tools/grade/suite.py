@@ -10,7 +10,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_spec import diagnosis_catalogue, layout, outcomes, results_file, rubric
+from transformer_spec import diagnose, diagnosis_catalogue, layout, outcomes, results_file, rubric
 
 from .children import child_env, run_child
 from .sandbox import Sandbox, View
@@ -48,10 +48,12 @@ class Suite:
 @dataclass
 class Setup:
     """What deciding a grade needs and a child does not: the skeleton (results.json "tests" of a
-    run that ran nothing) and the re-checks' expected outputs (re-check name -> reference arrays)."""
+    run that ran nothing) and the re-checks' expected outputs (re-check name -> reference arrays), on
+    the secret seed and on their anchors' own inputs (the public replays)."""
 
     skeleton: list[dict] = field(default_factory=list)
     expected: dict = field(default_factory=dict)
+    expected_public: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -78,11 +80,17 @@ class Context:
     def expected(self) -> dict:
         return self.ready().expected
 
+    @property
+    def expected_public(self) -> dict:
+        return self.ready().expected_public
+
     def env(self, work: Path) -> dict:
         """The environment of a child working in ``work``."""
         env = child_env(work, self.settings.limits.threads)
         if self.diagnosis_table is not None:
             env[diagnosis_catalogue.TABLE_VAR] = str(self.diagnosis_table)
+        if not self.settings.diagnose:
+            env[diagnose.NO_DIAGNOSE_ENV] = "1"
         return env
 
     def view(self, sandbox: Path, work: Path, *readonly: Path, writable: tuple[Path, ...] = ()) -> View:
@@ -104,6 +112,8 @@ def pytest_cmd(ctx: Context, sandbox: Path, impl: str, collect_only: bool = Fals
            "--torch-threads", str(lim.threads)]
     if s.rubric is not None:
         cmd += ["--rubric", str(sandbox / "rubric.toml")]
+    if s.hypothesis_profile is not None:
+        cmd += ["--hypothesis-profile", s.hypothesis_profile]
     if s.coverage and not collect_only:
         cmd += ["-p", "pytest_cov.plugin", "--cov-submission", str(sandbox / "coverage-out" / "htmlcov")]
     if collect_only:

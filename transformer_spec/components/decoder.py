@@ -74,7 +74,8 @@ def _decoder(norm_first: bool, mask_kind: str):
 
 RECHECKS = tuple(
     Recheck(f"decoder[{kind}-{nid}]", "decoder",
-            (f"{recheck.ORACLE}test_decoder_block_matches_torch[float64-{kind}-{nid}]",), _decoder(norm_first, kind))
+            (f"{recheck.ORACLE}test_decoder_block_matches_torch[float64-{kind}-{nid}]",), _decoder(norm_first, kind),
+            public=71)  # weights 71, x 72, memory 73 as in the anchor
     for norm_first, nid in ((True, "pre_ln"), (False, "post_ln"))
     for kind in ("none", "causal_and_memory_padding")
 )

@@ -87,18 +87,50 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "modes", modes)
 
 
-def clear_steps(model, tokens: list[int], prompt: int, gap: float) -> int:
-    """How many of the generated steps, from the first, had a top-1/top-2 logit gap of at least
-    ``gap`` in ``model``'s own forward (the last ``max_len`` tokens before each step, as generate
-    feeds them): up to there the greedy choice is fixed for every correct implementation; a
-    near-tie (float rounding, or a tie broken either way) may go either way, and so may the rest."""
+def step_logits(model, tokens: list[int], prompt: int) -> np.ndarray:
+    """``model``'s own next-token logits before each generated step of ``tokens`` (its forward on
+    the last ``max_len`` tokens, as generate feeds them): ``(steps, vocab)``."""
     window = recheck.SNAPSHOT_MINIGPT["max_len"]  # the model is the snapshot's (see _greedy)
-    for step in range(len(tokens) - prompt):
-        logits = model(torch.tensor([tokens[: prompt + step][-window:]]))[0][0, -1]
-        top2 = torch.topk(logits, 2).values
-        if float(top2[0] - top2[1]) < gap:
+    rows = [model(torch.tensor([tokens[: prompt + step][-window:]]))[0][0, -1] for step in range(len(tokens) - prompt)]
+    return torch.stack(rows).double().numpy() if rows else np.zeros((0, recheck.SNAPSHOT_MINIGPT["vocab_size"]))
+
+
+def clear_steps(logits: np.ndarray, gap: float) -> int:
+    """How many of the steps, from the first, have a top-1/top-2 gap of at least ``gap`` in
+    ``logits`` (:func:`step_logits`): up to there the greedy choice is fixed for every correct
+    implementation; a near-tie (float rounding, or a tie broken either way) may go either way, and
+    so may the rest."""
+    for step, row in enumerate(logits):
+        top2 = np.sort(row)[-2:]
+        if not np.all(np.isfinite(top2)) or float(top2[1] - top2[0]) < gap:
             return step
-    return len(tokens) - prompt
+    return len(logits)
+
+
+def greedy_law(prompt_length: int, gap: float):
+    """The secret twin of a greedy test, judged on the submission's own model: the seed is kept, the
+    length is right, and each generated token is the argmax of its own logits (up to the first
+    near-tie), so a mistake in the model's other parts costs their own components, not generate's."""
+    def law(answer: dict, reference: dict) -> str | None:
+        got, expected = answer.get("tokens"), reference["tokens"]
+        own = answer.get("own_logits")
+        if got is None or own is None or got.ndim != 1 or own.ndim != 2:
+            return "tokens or own_logits missing"
+        if got.shape != expected.shape or not np.array_equal(got[:prompt_length], expected[:prompt_length]):
+            return f"tokens: {got.tolist()}, expected the seed {expected[:prompt_length].tolist()} and " \
+                   f"{len(expected) - prompt_length} new tokens"
+        steps = len(got) - prompt_length
+        if own.shape[0] != steps:
+            return f"own_logits: {own.shape[0]} steps, expected {steps}"
+        clear = clear_steps(own, gap)
+        choice = own[:clear].argmax(axis=-1)
+        wrong = np.nonzero(choice != got[prompt_length: prompt_length + clear])[0]
+        if wrong.size:
+            s = int(wrong[0])
+            return (f"step {s}: generated {int(got[prompt_length + s])}, the argmax of the model's own logits "
+                    f"is {int(choice[s])}")
+        return None
+    return law
 
 
 def _prompt(seed: int, length: int) -> list[int]:
@@ -108,8 +140,9 @@ def _prompt(seed: int, length: int) -> list[int]:
 def _greedy(prompt_length: int, new: int, gap: float, train: bool = False, **options):
     """generate from a seeded prompt of ``prompt_length`` tokens on the snapshot's MiniGPT with weights
     from the secret seed (called in train() mode with dropout 0.5 if ``train``): the whole list (its
-    length counts), compared up to the first step whose greedy choice is not clear by ``gap``
-    (decided on the reference's side, see :func:`clear_steps`)."""
+    length counts) and the model's own logits before each step. Against the reference (compared up
+    to the first step whose greedy choice is not clear by ``gap`` on the reference's side) or, as the
+    secret twin, by :func:`greedy_law`."""
     def run(mod, seed):
         model = recheck.snapshot_minigpt(mod, seed, **({"dropout": 0.5} if train else {}))
         prompt = _prompt(seed, prompt_length)
@@ -117,10 +150,12 @@ def _greedy(prompt_length: int, new: int, gap: float, train: bool = False, **opt
         if train:
             model.train()
         got = [int(t) for t in model.generate(list(prompt), max_new_tokens=new, **kwargs)]
+        tokens = np.array(got, dtype=np.int64)
         if len(got) != prompt_length + new or got[:prompt_length] != prompt:
-            return {"tokens": np.array(got, dtype=np.int64)}  # the wrong length or seed: fails by shape or value
-        clear = clear_steps(model.eval(), got, prompt_length, gap)
-        return recheck.Outputs({"tokens": np.array(got, dtype=np.int64)}, first={"tokens": prompt_length + clear})
+            return {"tokens": tokens}  # the wrong length or seed: fails by shape or value
+        own = step_logits(model.eval(), got, prompt_length)
+        return recheck.Outputs({"tokens": tokens, "own_logits": own}, first={"tokens": prompt_length + clear_steps(own, gap)},
+                               unchecked=("own_logits",))
     return run
 
 
@@ -138,15 +173,15 @@ BEHAVIOURS = "spec_tests/test_behaviours.py::"
 #: logit; with temperature 1e-3 a gap of 0.05 leaves another token a probability below 12 e^-50
 RECHECKS = (
     Recheck("generate[greedy]", "generate", (f"{SNAPSHOTS}test_generate_greedy_snapshot",),
-            _greedy(3, 7, 1e-4, temperature=0)),
+            _greedy(3, 7, 1e-4, temperature=0), law=greedy_law(3, 1e-4)),
     Recheck("generate[window]", "generate", (f"{SNAPSHOTS}test_generate_window_when_seed_is_longer_than_max_len",),
-            _greedy(11, 4, 1e-4, temperature=0)),
+            _greedy(11, 4, 1e-4, temperature=0), law=greedy_law(11, 1e-4)),
     Recheck("generate[top_k_1]", "generate", (f"{SNAPSHOTS}test_generate_top_k_1_is_greedy",),
-            _greedy(3, 7, 1e-4, temperature=0.8, top_k=1, generator="generator")),
+            _greedy(3, 7, 1e-4, temperature=0.8, top_k=1, generator="generator"), law=greedy_law(3, 1e-4)),
     Recheck("generate[tiny_temperature]", "generate", (f"{SNAPSHOTS}test_generate_tiny_temperature_is_greedy",),
-            _greedy(3, 7, 0.05, temperature=1e-3, generator="generator")),
+            _greedy(3, 7, 0.05, temperature=1e-3, generator="generator"), law=greedy_law(3, 0.05)),
     Recheck("generate[train_mode]", "generate", (f"{BEHAVIOURS}test_generate_runs_in_eval_mode",),
-            _greedy(2, 6, 1e-4, train=True, temperature=0)),
+            _greedy(2, 6, 1e-4, train=True, temperature=0), law=greedy_law(2, 1e-4)),
     Recheck("generate[mode_restored]", "generate", (f"{BEHAVIOURS}test_generate_restores_the_callers_mode[train]",),
             _mode_restored),
 )

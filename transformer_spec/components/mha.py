@@ -99,7 +99,7 @@ def _mha(mask_kind: str):
                                  testing.mha_shapes(s.d), seed)
         q, k, v = (inputs.randn(s.b, s.lq, s.d, seed=seed + 1), inputs.randn(s.b, s.lk, s.d, seed=seed + 2),
                    inputs.randn(s.b, s.lk, s.d, seed=seed + 3))
-        out, weights = m(q, k, v, mask=recheck.mha_masks(s.lk, seed, False)[mask_kind])
+        out, weights = m(q, k, v, mask=recheck.mha_masks(s.lk, False)[mask_kind])
         return recheck.as_numpy(out=out, weights=weights)
     return run
 
@@ -109,16 +109,16 @@ def _mhsa(mask_kind: str):
         s = inputs.ORACLE
         m = recheck.with_weights(mod.MultiHeadSelfAttention(d_model=s.d, num_heads=s.h, dropout=0.0),
                                  testing.mha_shapes(s.d), seed)
-        out, weights = m(inputs.randn(s.b, s.lq, s.d, seed=seed + 1), mask=recheck.mha_masks(s.lq, seed, True)[mask_kind])
+        out, weights = m(inputs.randn(s.b, s.lq, s.d, seed=seed + 1), mask=recheck.mha_masks(s.lq, True)[mask_kind])
         return recheck.as_numpy(out=out, weights=weights)
     return run
 
 
 RECHECKS = (
     *(Recheck(f"mha[{kind}]", "mha", (f"{recheck.ORACLE}test_multihead_attention_matches_torch[float64-{kind}]",),
-              _mha(kind)) for kind in ("none", "lq_lk", "padding")),
+              _mha(kind), public=31) for kind in ("none", "lq_lk", "padding")),  # weights 31, q/k/v 32-34
     *(Recheck(f"mhsa[{kind}]", "mha", (f"{recheck.ORACLE}test_multihead_self_attention_matches_torch[float64-{kind}]",),
-              _mhsa(kind)) for kind in ("none", "causal", "padding")),
+              _mhsa(kind), public=41) for kind in ("none", "causal", "padding")),  # weights 41, x 42
 )
 
 
