@@ -77,6 +77,16 @@ def test_a_replay_of_the_tests_own_inputs_that_disagrees_is_proof(public):
                      "t::other": Kind.CONTRADICTED.value, "t::ffn": Kind.CONTRADICTED.value}
 
 
+def test_a_replay_that_uses_a_forbidden_api_proves_a_forbidden_use():
+    forbidden = dict(failure("a[1]", PUBLIC), error="ForbiddenAPIError: F.scaled_dot_product_attention", forbidden=True)
+    v = decide({**RIGHT, ("a[1]", PUBLIC): forbidden})
+    assert v.forbidden.keys() == {"t::anchor1"} and not v.refuted and "Forbidden" in v.proof
+    tests = [dict(results_file.test_entry(n, c, "1", 1.0, 1.0, True, "", False), status="passed", kind="passed")
+             for n, c in PASSED.items()]
+    assert apply_verdicts(tests, v) == {}  # not tampering: the status is forbidden-api
+    assert graded(v)["t::anchor1"] == Kind.FORBIDDEN.value and graded(v)["t::anchor2"] == "passed"
+
+
 @pytest.mark.parametrize("public", [failure("a[1]", PUBLIC), None], ids=["an error", "silence"])
 def test_a_replay_that_raises_or_is_silent_proves_nothing(public):
     got = dict(RIGHT)

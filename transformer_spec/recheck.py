@@ -67,9 +67,30 @@ def own_shapes(module) -> dict[str, tuple[int, ...]]:
     return {n: tuple(p.shape) for n, p in module.named_parameters() if p.dim() >= 1}
 
 
-def with_weights(module, shapes, seed: int):
-    """``module`` in float64 and eval mode, with seeded weights under the contract's names."""
-    return testing.set_parameters(module.double(), testing.seeded_parameters(shapes, seed)).eval()
+def with_weights(module, shapes, seed: int, dtype=None):
+    """``module`` in ``dtype`` (default float64) and eval mode, with seeded weights under the
+    contract's names."""
+    import torch
+
+    module = module.double() if dtype in (None, torch.float64) else module.to(dtype)
+    return testing.set_parameters(module, testing.seeded_parameters(shapes, seed)).eval()
+
+
+#: the dtypes of the oracle tests' parameter cases, each with its own twin and replay
+ORACLE_DTYPES = ("float64", "float32")
+
+
+def oracle_outputs(dtype: str, **tensors) -> Outputs:
+    """An oracle re-check's arrays, held in float32 to 10x the float32 test's tolerance (rtol 1e-4,
+    atol 2e-5): a submission within it of torch's answer, as the reference is, is within this of
+    the reference's; in float64 to :data:`RTOL`, :data:`ATOL`."""
+    return Outputs(as_numpy(**tensors), **({"rtol": 1e-3, "atol": 2e-4} if dtype == "float32" else {}))
+
+
+def oracle_name(base: str, dtype: str, case: str) -> str:
+    """``sdpa[scale_none-none]`` for float64 (the names re-checks had before float32 joined),
+    ``sdpa[float32-scale_none-none]`` for float32."""
+    return f"{base}[{case}]" if dtype == "float64" else f"{base}[{dtype}-{case}]"
 
 
 #: the MiniGPT of the snapshot tests (spec_tests/test_snapshots.py, spec_tests/snapshots/regenerate.py)
@@ -104,6 +125,15 @@ def mha_masks(length: int, self_attention: bool) -> dict:
     return {"none": None, "lq_lk": inputs.random_mask(s.lq, length, seed=21),
             "padding": inputs.padding(length, [length, 3]),
             "causal": inputs.causal(s.lq) if self_attention else None}
+
+
+def law_residual(actual, expected):
+    """``actual - expected``, 0 where :func:`transformer_spec.assertions.assert_close` (what the law's
+    property test asserts, ``assert_close(actual, expected)``) accepts any value: where ``expected``
+    is not finite. So a twin is judged by its anchor's own rule, no stricter."""
+    import torch
+
+    return torch.where(torch.isfinite(expected), actual - expected, torch.zeros_like(actual))
 
 
 def by_name() -> dict[str, registry.Recheck]:
@@ -237,7 +267,7 @@ def expected_outputs(seed: int, names: list[str] | None = None,
 def child_main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from . import forbidden, forbidden_ops, isolation, loader
+    from . import exits, forbidden, forbidden_ops, isolation, loader
 
     parser = argparse.ArgumentParser(prog="python -m transformer_spec.recheck")
     parser.add_argument("--impl", required=True)
@@ -269,7 +299,7 @@ def child_main(argv: list[str] | None = None) -> int:
             continue
         guard.uses.clear()
         try:
-            with alarm.time_limit(seconds, f"the re-check {name}"):
+            with alarm.time_limit(seconds, f"the re-check {name}"), exits.no_process_exit():
                 arrays = run_one(check, sub, seed_of(check, mode, seed))  # a missing name raises loader.NotSubmitted
             if guard.uses:
                 raise forbidden.ForbiddenAPIError(guard.uses[0].message)
@@ -280,7 +310,8 @@ def child_main(argv: list[str] | None = None) -> int:
             text = str(exc).strip().splitlines()
             message = {"kind": "recheck", "name": name, "mode": mode,
                        "error": f"{type(exc).__name__}: {text[0][:300] if text else ''}",
-                       "missing": isinstance(exc, loader.NotSubmitted)}  # a name the submission does not define
+                       "missing": isinstance(exc, loader.NotSubmitted),  # a name the submission does not define
+                       "forbidden": isinstance(exc, forbidden.ForbiddenAPIError)}
         channel.send(message)
     channel.send({"kind": "recheck-done"})
     channel.close()

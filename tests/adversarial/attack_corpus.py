@@ -98,10 +98,10 @@ def build_attacks(dest: Path, only: set[str] | None = None) -> dict[str, Expect]
             ex[name] = Expect(("tampering", "import-error"), "zero", zero=ALL, note="implements nothing")
     if want("forge_buggy_anchors_fail"):
         patched_package(dest, "forge_buggy_anchors_fail", [SCALE], append=attacks.FORGE_CHILD_REPORT_ANCHORS_FAIL)
-        # Its code is buggy, so its re-checks disagree as an honest buggy submission's do; with every
-        # anchor reported failed nothing contradicts a claim: the forged passes are voided (points at
-        # most the buggy grade) without proof of the lie, so the status may stay ok.
-        ex["forge_buggy_anchors_fail"] = Expect(("ok", "tampering"), "at_most_buggy", zero=USES_ATTENTION,
+        # Its code runs and every anchor is reported failed, so no claim is re-checked and nothing
+        # proves the lie: it keeps the forged passes of the tests no re-check checks (the residue the
+        # rule leaves, docs/class_grading.md), no more; the status stays ok.
+        ex["forge_buggy_anchors_fail"] = Expect("ok", "at_most_buggy_and_unchecked",
                                                 note="reports its own passing ffn anchor failed: ffn may lose it")
     if want("forge_atexit_results"):
         patched_package(dest, "forge_atexit_results", [SCALE],

@@ -23,7 +23,10 @@ FFN = "        return self.linear2(self.dropout(F.gelu(self.linear1(x))))"
 @dataclass
 class Expect:
     status: str | tuple[str, ...]
-    points: str  # "full", "zero", "buggy" (exactly the honest buggy grade), "at_most_buggy", "partial"
+    # "full", "zero", "buggy" (exactly the honest buggy grade), "at_most_buggy", "partial", or
+    # "at_most_buggy_and_unchecked": at most the buggy grade plus the tests no hidden re-check checks
+    # (what a forger whose code runs can still claim, docs/class_grading.md)
+    points: str
     zero: tuple[str, ...] = ()  # components that must score 0
     full: tuple[str, ...] = ()  # components that must score their full points
     note: str = ""
@@ -60,7 +63,8 @@ def build(dest: Path) -> dict[str, Expect]:
     patched_package(dest, "exit_at_import", prepend="import sys\nsys.exit(0)\n")
     ex["exit_at_import"] = Expect("import-error", "zero")
     patched_package(dest, "os_exit_forward", [("attention.py", SCORES, "    import os\n    os._exit(0)\n" + SCORES)])
-    ex["os_exit_forward"] = Expect("crashed", "zero")
+    # os._exit in a method fails the tests that call it, as in pytest (transformer_spec/exits.py)
+    ex["os_exit_forward"] = Expect("ok", "partial", zero=("attention", "mha", "encoder", "decoder"), full=("ffn",))
     patched_package(dest, "keyboard_interrupt", [_ffn("        raise KeyboardInterrupt")])
     ex["keyboard_interrupt"] = Expect("interrupted", "partial", zero=("ffn", "encoder", "decoder"),
                                       full=("attention", "mha"))

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+from transformer_spec import registry
+from transformer_spec.results_file import nodeid_of
+
 from .corpus import Expect
+
+
+def unchecked_points(base) -> dict[str, float]:
+    """component -> the points of the tests ``base`` (a Record) fails that no hidden re-check has as
+    its anchor: what a forged report can still claim for code that runs (docs/class_grading.md)."""
+    anchors = {a for r in registry.rechecks() for a in r.anchors}
+    out: dict[str, float] = {}
+    for t in base.tests:
+        if t["status"] != "passed" and nodeid_of(t) not in anchors:
+            out[t["tags"][0]] = out.get(t["tags"][0], 0.0) + t["max_score"]
+    return out
 
 
 def problems(student: str, e: Expect, records: dict, buggy: str) -> list[str]:
@@ -17,6 +31,7 @@ def problems(student: str, e: Expect, records: dict, buggy: str) -> list[str]:
     if r.status not in statuses:
         out.append(f"{context}: status should be {' or '.join(statuses)}")
     base = records.get(buggy)
+    unchecked = {} if base is None else unchecked_points(base)
     if e.points == "full" and not (r.total == r.possible > 0):
         out.append(f"{context}: should score full points")
     elif e.points == "zero" and r.total != 0:
@@ -27,6 +42,10 @@ def problems(student: str, e: Expect, records: dict, buggy: str) -> list[str]:
     elif e.points == "at_most_buggy" and (base is None or any(r.components.get(c, 0) > base.components[c] + 1e-9
                                                               for c in base.components)):
         out.append(f"{context}: should score at most the buggy baseline {None if base is None else base.components}")
+    elif e.points == "at_most_buggy_and_unchecked" and (base is None or any(
+            r.components.get(c, 0) > base.components[c] + unchecked.get(c, 0.0) + 1e-9 for c in base.components)):
+        out.append(f"{context}: should score at most the buggy baseline {None if base is None else base.components} "
+                   f"plus the tests without a hidden re-check {unchecked}")
     elif e.points == "partial" and not (0 < r.total < r.possible):
         out.append(f"{context}: should score some points but not all")
     full = {}

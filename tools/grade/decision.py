@@ -12,7 +12,7 @@ from transformer_spec import outcomes, registry
 from transformer_spec.outcomes import Kind
 from transformer_spec.results_file import nodeid_of
 
-from . import rechecks
+from . import absent, rechecks
 from .children import ChildRun, run_child
 from .sandbox import Jail
 from .record import Record, first_line
@@ -137,8 +137,11 @@ def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path
         tests.append(dict(t, score=t["max_score"] if passed else 0.0, status="passed" if passed else "failed",
                           output="" if passed else output, kind=kind.value))
     passed = {nodeid_of(t): t["tags"][0] for t in tests if t["status"] == "passed"}
-    tampered = apply_verdicts(tests, rechecks.run_rechecks(ctx, target, sandbox, passed, jail))
+    verdicts = rechecks.run_rechecks(ctx, target, sandbox, passed, jail)
+    tampered = apply_verdicts(tests, verdicts, absent.absent_components(sandbox / "sub"))
     status, detail = status_of(run, last, tampered)
+    if status == "ok" and verdicts.forbidden:
+        status, detail = "forbidden-api", f"a forbidden API, {next(iter(verdicts.forbidden.values()))}"
     diagnoses = {} if last is None else {c: _clean(d, sandbox) for c, d in last.diagnoses.items()
                                          if c in registry.names() and c not in tampered}
     known = {p.name for p in registry.pitfalls()}
@@ -149,35 +152,46 @@ def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path
 
 
 HIDDEN_MESSAGE = "0 points: passes the public test, not the hidden re-check on other inputs ({why})"
-REFUTED_MESSAGE = ("0 points: reported passed from inside the submission's process, but the grader re-ran this "
-                   "test's own inputs and got another answer ({why}): the report is false")
+REFUTED_MESSAGE = "0 points: reported passed from inside the submission's process, but it cannot have passed ({why})"
+FORBIDDEN_MESSAGE = ("0 points: the grader re-ran this test's own inputs and the submission used a forbidden API "
+                     "({why})")
 UNCONFIRMED_MESSAGE = ("0 points: not confirmed; the report from inside the submission's process was proved false "
                        "(see the status), so a pass counts only where the grader's own re-check confirms it")
 
 
-def apply_verdicts(tests: list[dict], v: rechecks.Verdicts) -> dict[str, str]:
-    """The claimed passes of ``tests`` that count, by the re-checks' verdicts ``v``; returns the
-    proof of tampering by component (empty: none).
+def apply_verdicts(tests: list[dict], v: rechecks.Verdicts, nameless: set[str] = frozenset()) -> dict[str, str]:
+    """The claimed passes of ``tests`` that count, by the re-checks' verdicts ``v`` and the components
+    whose names the submission's files cannot define (``nameless``, :mod:`tools.grade.absent`);
+    returns the proof of tampering by component (empty: none).
 
     Without proof every claimed pass counts but one whose own hidden twin fails (a hidden test
     that failed, neutral): so an honest submission gets what pytest gives it. With proof (a claim
-    refuted on its own inputs, or a forged stream) nothing the child says counts unless checked:
+    refuted on its own inputs, a pass of a component with no names, or a forged stream) nothing
+    the child says counts unless checked:
     a re-checked pass counts when confirmed, another when its component has a confirmed pass and
     no failed or refuted one."""
-    proof = v.proof
     comp_of = {nodeid_of(t): t["tags"][0] for t in tests}
+    refuted = {**v.forbidden, **v.refuted}
+    for t in tests:
+        if t["status"] == "passed" and t["tags"][0] in nameless:
+            refuted.setdefault(nodeid_of(t), f"passes reported for '{t['tags'][0]}', whose names the submission's "
+                                             "files do not define")
+    proof = v.proof or next(iter(refuted.values()), "")
     tampered: dict[str, str] = {}
     if v.forged:
         tampered = {comp_of[n]: proof for n in v.twinned}
-    for n, why in v.refuted.items():
-        tampered.setdefault(comp_of[n], why)
-    backed = {comp_of[n] for n in v.confirmed} - {comp_of[n] for n in (*v.hidden, *v.refuted)}
+    for n, why in refuted.items():
+        if n not in v.forbidden:  # a forbidden use is proved too, and named by its own status
+            tampered.setdefault(comp_of[n], why)
+    backed = {comp_of[n] for n in v.confirmed} - {comp_of[n] for n in (*v.hidden, *refuted)}
     for t in tests:
         n = nodeid_of(t)
         if t["status"] != "passed":
             continue
-        if n in v.refuted:
-            kind, output = Kind.CONTRADICTED, REFUTED_MESSAGE.format(why=v.refuted[n])
+        if n in v.forbidden and n not in v.refuted:
+            kind, output = Kind.FORBIDDEN, FORBIDDEN_MESSAGE.format(why=v.forbidden[n])
+        elif n in refuted:
+            kind, output = Kind.CONTRADICTED, REFUTED_MESSAGE.format(why=refuted[n])
         elif n in v.hidden:
             kind, output = Kind.HIDDEN, HIDDEN_MESSAGE.format(why=v.hidden[n])
         elif proof and not (n in v.confirmed or (n not in v.twinned and t["tags"][0] in backed)):

@@ -19,7 +19,8 @@ STATUS_TEXT = {
     "interrupted": "the submission interrupted the test run; tests not run score 0",
     "crashed": "the submission ended the test process; tests not run score 0",
     "tampering": "results reported from inside the submission's process were proved false by the grader's "
-                 "own re-check of a test's own inputs; only passes the grader confirmed count",
+                 "hidden re-check (of a test's own inputs, or of the submission's files); only passes the "
+                 "grader confirmed count",
 }
 
 

@@ -12,7 +12,9 @@ transformer_spec.recheck``, in the student's sandbox) on inputs from the batch's
   points only, never an accusation (``hidden``);
 * the replay returns other values than the reference's, or finds a name the test used missing:
   the test cannot have passed on the code that was submitted, so the report is false: **proof**
-  of tampering (``refuted``). A replay that raises or does not answer proves nothing.
+  of tampering (``refuted``); the replay uses a forbidden API the test's run did not report:
+  proof of a forbidden use (``forbidden``, status ``forbidden-api``, as if the test had seen it).
+  A replay that raises otherwise, or does not answer, proves nothing.
 
 A re-check child that dies is started again on what it had not answered; a re-check during which
 it dies twice is not answered (a hidden failure of its anchor). So an ``os._exit`` or a crash in a
@@ -43,6 +45,7 @@ class Verdicts:
     confirmed: frozenset[str] = frozenset()  # the twin (and the replay) agree
     hidden: dict[str, str] = field(default_factory=dict)  # node id -> why its secret twin fails (neutral)
     refuted: dict[str, str] = field(default_factory=dict)  # node id -> why its public replay proves it false
+    forbidden: dict[str, str] = field(default_factory=dict)  # node id -> its replay used a forbidden API
     twinned: frozenset[str] = frozenset()  # the claimed passes that were re-checked at all
     forged: str = ""  # the re-check child's stream was forged: every claim is unconfirmed
 
@@ -51,7 +54,7 @@ class Verdicts:
         """Why the report is known to be false ("" when it is not)."""
         if self.forged:
             return f"the hidden re-check's process sent {self.forged}"
-        return next(iter(self.refuted.values()), "")
+        return next(iter(self.refuted.values()), "") or next(iter(self.forbidden.values()), "")
 
 
 def wanted_rechecks(ctx: Context, passed: dict[str, str]) -> list[registry.Recheck]:
@@ -114,17 +117,19 @@ def _run_child(ctx: Context, target: Path, sandbox: Path, runs: list[tuple[str, 
     return got, run.forged, unfinished
 
 
-def answer_problem(check: registry.Recheck, message: dict | None, expected: dict, mode: str) -> tuple[str | None, bool]:
-    """What is wrong with the child's answer to ``check`` in ``mode`` (None: right), and whether that
-    is a value or a missing name (what a public replay can prove) rather than an error or silence."""
+def answer_problem(check: registry.Recheck, message: dict | None, expected: dict, mode: str) -> tuple[str | None, str]:
+    """What is wrong with the child's answer to ``check`` in ``mode`` (None: right), and what that
+    proves of a public replay: "value" (other values, or a name the test uses missing),
+    "forbidden" (a forbidden API used), "" (an error or silence: nothing)."""
     if message is None:
-        return "the submission's process ended before answering", False
+        return "the submission's process ended before answering", ""
     if "error" in message:
-        return str(message["error"])[:300], message.get("missing") is True
+        proves = "forbidden" if message.get("forbidden") is True else "value" if message.get("missing") is True else ""
+        return str(message["error"])[:300], proves
     try:
-        return recheck.judge(check, recheck.decode_arrays(message.get("arrays")), expected[check.name], mode), True
+        return recheck.judge(check, recheck.decode_arrays(message.get("arrays")), expected[check.name], mode), "value"
     except (ValueError, KeyError, TypeError, IndexError) as exc:
-        return f"unreadable answer ({exc})", False
+        return f"unreadable answer ({exc})", ""
 
 
 def verdicts(wanted: list[registry.Recheck], got: dict[tuple[str, str], dict], forged: str | None,
@@ -132,6 +137,7 @@ def verdicts(wanted: list[registry.Recheck], got: dict[tuple[str, str], dict], f
     """The verdicts, from the re-check child's answers ``got`` ((name, mode) -> message)."""
     hidden: dict[str, str] = {}
     refuted: dict[str, str] = {}
+    forbidden: dict[str, str] = {}
     twinned: set[str] = set()
     for r in wanted:
         anchors = [a for a in r.anchors if a in passed]
@@ -139,14 +145,16 @@ def verdicts(wanted: list[registry.Recheck], got: dict[tuple[str, str], dict], f
         if forged:
             continue
         secret, _ = answer_problem(r, got.get((r.name, SECRET)), expected, SECRET)
-        public, decisive = (None, False) if r.public is None or r.name not in expected_public else \
+        public, proves = (None, "") if r.public is None or r.name not in expected_public else \
             answer_problem(r, got.get((r.name, PUBLIC)), expected_public, PUBLIC)
         for a in anchors:
-            if public is not None and decisive:
+            if public is not None and proves == "value":
                 refuted.setdefault(a, f"re-check {r.name} on the test's own inputs: {public}")
+            elif public is not None and proves == "forbidden":
+                forbidden.setdefault(a, f"re-check {r.name} on the test's own inputs: {public}")
             elif secret is not None or public is not None:
                 hidden.setdefault(a, f"re-check {r.name}: {secret or public}")
     if forged:
         return Verdicts(twinned=frozenset(twinned), forged=forged)
-    confirmed = frozenset(a for a in twinned if a not in hidden and a not in refuted)
-    return Verdicts(confirmed, hidden, refuted, frozenset(twinned))
+    confirmed = frozenset(a for a in twinned if a not in hidden and a not in refuted and a not in forbidden)
+    return Verdicts(confirmed, hidden, refuted, forbidden, frozenset(twinned))

@@ -93,21 +93,22 @@ def behaviour(impl, f: bp.Features) -> None:
         bp.capture(f, f"blocked_after_{low:g}", lambda keys=keys: sdpa(one, keys, values, second_blocked))
 
 
-def _sdpa(mask_kind: str, scale):
+def _sdpa(mask_kind: str, scale, dtype: str):
     def run(mod, seed):
-        s = inputs.ORACLE
-        q, k, v = (inputs.randn(s.b, s.h, s.lq, 4, seed=seed + 1), inputs.randn(s.b, s.h, s.lk, 4, seed=seed + 2),
-                   inputs.randn(s.b, s.h, s.lk, 6, seed=seed + 3))
+        s, dt = inputs.ORACLE, getattr(torch, dtype)
+        q, k, v = (inputs.randn(s.b, s.h, s.lq, 4, seed=seed + 1, dtype=dt),
+                   inputs.randn(s.b, s.h, s.lk, 4, seed=seed + 2, dtype=dt), inputs.randn(s.b, s.h, s.lk, 6, seed=seed + 3, dtype=dt))
         mask = recheck.sdpa_masks()[mask_kind]  # the anchor's own masks: only the values are secret
         out, weights = mod.scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)
-        return recheck.as_numpy(out=out, weights=weights)
+        return recheck.oracle_outputs(dtype, out=out, weights=weights)
     return run
 
 
 RECHECKS = tuple(
-    Recheck(f"sdpa[{sid}-{mask_kind}]", "attention",
-            (f"{recheck.ORACLE}test_sdpa_matches_torch[float64-{sid}-{mask_kind}]",), _sdpa(mask_kind, scale),
+    Recheck(recheck.oracle_name("sdpa", dtype, f"{sid}-{mask_kind}"), "attention",
+            (f"{recheck.ORACLE}test_sdpa_matches_torch[{dtype}-{sid}-{mask_kind}]",), _sdpa(mask_kind, scale, dtype),
             public=0)  # q, k, v from seeds 1, 2, 3 as in the anchor
+    for dtype in recheck.ORACLE_DTYPES
     for scale, sid in ((None, "scale_none"), (0.3, "scale_0.3"))
     for mask_kind in ("none", "random", "broadcast_lq_lk", "padding")
 )

@@ -60,22 +60,23 @@ def behaviour(impl, f: bp.Features) -> None:
                     ("self_attn.W_O.weight", "cross_attn.W_O.weight", "ffn.linear2.weight", "ffn.linear2.bias"))
 
 
-def _decoder(norm_first: bool, mask_kind: str):
+def _decoder(norm_first: bool, mask_kind: str, dtype: str):
     def run(mod, seed):
-        s = inputs.ORACLE
+        s, dt = inputs.ORACLE, getattr(torch, dtype)
         block = mod.TransformerDecoderBlock(d_model=s.d, num_heads=s.h, d_ff=s.ff, dropout=0.0, norm_first=norm_first)
-        block = recheck.with_weights(block, testing.decoder_block_shapes(s.d, s.ff), seed)
-        x, memory = inputs.randn(s.b, s.lq, s.d, seed=seed + 1), inputs.randn(s.b, s.lk, s.d, seed=seed + 2)
+        block = recheck.with_weights(block, testing.decoder_block_shapes(s.d, s.ff), seed, dt)
+        x, memory = inputs.randn(s.b, s.lq, s.d, seed=seed + 1, dtype=dt), inputs.randn(s.b, s.lk, s.d, seed=seed + 2, dtype=dt)
         masks = (None, None) if mask_kind == "none" else (inputs.causal(s.lq), inputs.padding(s.lk, [s.lk, 4]))
         out, self_w, cross_w = block(x, memory, tgt_mask=masks[0], memory_mask=masks[1])
-        return recheck.as_numpy(out=out, self_weights=self_w, cross_weights=cross_w)
+        return recheck.oracle_outputs(dtype, out=out, self_weights=self_w, cross_weights=cross_w)
     return run
 
 
 RECHECKS = tuple(
-    Recheck(f"decoder[{kind}-{nid}]", "decoder",
-            (f"{recheck.ORACLE}test_decoder_block_matches_torch[float64-{kind}-{nid}]",), _decoder(norm_first, kind),
-            public=71)  # weights 71, x 72, memory 73 as in the anchor
+    Recheck(recheck.oracle_name("decoder", dtype, f"{kind}-{nid}"), "decoder",
+            (f"{recheck.ORACLE}test_decoder_block_matches_torch[{dtype}-{kind}-{nid}]",),
+            _decoder(norm_first, kind, dtype), public=71)  # weights 71, x 72, memory 73 as in the anchor
+    for dtype in recheck.ORACLE_DTYPES
     for norm_first, nid in ((True, "pre_ln"), (False, "post_ln"))
     for kind in ("none", "causal_and_memory_padding")
 )

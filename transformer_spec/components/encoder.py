@@ -64,20 +64,21 @@ def behaviour(impl, f: bp.Features) -> None:
         d_model=bp.D, num_heads=bp.H, d_ff=bp.FF, dropout=0.0)(x, inputs.causal(4)))
 
 
-def _encoder(norm_first: bool, mask_kind: str):
+def _encoder(norm_first: bool, mask_kind: str, dtype: str):
     def run(mod, seed):
-        s = inputs.ORACLE
+        s, dt = inputs.ORACLE, getattr(torch, dtype)
         block = mod.TransformerEncoderBlock(d_model=s.d, num_heads=s.h, d_ff=s.ff, dropout=0.0, norm_first=norm_first)
-        block = recheck.with_weights(block, testing.encoder_block_shapes(s.d, s.ff), seed)
-        out, weights = block(inputs.randn(s.b, s.lq, s.d, seed=seed + 1), recheck.mha_masks(s.lq, True)[mask_kind])
-        return recheck.as_numpy(out=out, weights=weights)
+        block = recheck.with_weights(block, testing.encoder_block_shapes(s.d, s.ff), seed, dt)
+        out, weights = block(inputs.randn(s.b, s.lq, s.d, seed=seed + 1, dtype=dt), recheck.mha_masks(s.lq, True)[mask_kind])
+        return recheck.oracle_outputs(dtype, out=out, weights=weights)
     return run
 
 
 RECHECKS = tuple(
-    Recheck(f"encoder[{kind}-{nid}]", "encoder",
-            (f"{recheck.ORACLE}test_encoder_block_matches_torch[float64-{kind}-{nid}]",), _encoder(norm_first, kind),
-            public=61)  # weights 61, x 62 as in the anchor
+    Recheck(recheck.oracle_name("encoder", dtype, f"{kind}-{nid}"), "encoder",
+            (f"{recheck.ORACLE}test_encoder_block_matches_torch[{dtype}-{kind}-{nid}]",),
+            _encoder(norm_first, kind, dtype), public=61)  # weights 61, x 62 as in the anchor
+    for dtype in recheck.ORACLE_DTYPES
     for norm_first, nid in ((True, "pre_ln"), (False, "post_ln"))
     for kind in ("none", "causal", "padding")
 )

@@ -59,14 +59,19 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "train_zero_linear2_gives_bias", train_zero_linear2_gives_bias)
 
 
-def _ffn(mod, seed):
-    s = inputs.ORACLE
-    m = recheck.with_weights(mod.FeedForward(d_model=s.d, d_ff=s.ff, dropout=0.0), testing.ffn_shapes(s.d, s.ff), seed)
-    return recheck.as_numpy(out=m(inputs.randn(s.b, s.lq, s.d, seed=seed + 1) * 2))
+def _ffn(dtype: str):
+    def run(mod, seed):
+        s, dt = inputs.ORACLE, getattr(torch, dtype)
+        m = recheck.with_weights(mod.FeedForward(d_model=s.d, d_ff=s.ff, dropout=0.0), testing.ffn_shapes(s.d, s.ff),
+                                 seed, dt)
+        return recheck.oracle_outputs(dtype, out=m(inputs.randn(s.b, s.lq, s.d, seed=seed + 1, dtype=dt) * 2))
+    return run
 
 
-RECHECKS = (Recheck("ffn", "ffn", (f"{recheck.ORACLE}test_feed_forward_matches_torch[float64]",), _ffn,
-                    public=51),)  # weights 51, x 52 as in the anchor
+RECHECKS = tuple(Recheck("ffn" if dtype == "float64" else f"ffn[{dtype}]", "ffn",
+                         (f"{recheck.ORACLE}test_feed_forward_matches_torch[{dtype}]",), _ffn(dtype),
+                         public=51)  # weights 51, x 52 as in the anchor
+                 for dtype in recheck.ORACLE_DTYPES)
 
 
 COMPONENT = Component(

@@ -92,33 +92,37 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "eval_deterministic", lambda: bp.deterministic(lambda: mha(0.5)(query, key, value)[0]))
 
 
-def _mha(mask_kind: str):
+def _mha(mask_kind: str, dtype: str):
     def run(mod, seed):
-        s = inputs.ORACLE
+        s, dt = inputs.ORACLE, getattr(torch, dtype)
         m = recheck.with_weights(mod.MultiHeadAttention(d_model=s.d, num_heads=s.h, dropout=0.0),
-                                 testing.mha_shapes(s.d), seed)
-        q, k, v = (inputs.randn(s.b, s.lq, s.d, seed=seed + 1), inputs.randn(s.b, s.lk, s.d, seed=seed + 2),
-                   inputs.randn(s.b, s.lk, s.d, seed=seed + 3))
+                                 testing.mha_shapes(s.d), seed, dt)
+        q, k, v = (inputs.randn(s.b, s.lq, s.d, seed=seed + 1, dtype=dt), inputs.randn(s.b, s.lk, s.d, seed=seed + 2, dtype=dt),
+                   inputs.randn(s.b, s.lk, s.d, seed=seed + 3, dtype=dt))
         out, weights = m(q, k, v, mask=recheck.mha_masks(s.lk, False)[mask_kind])
-        return recheck.as_numpy(out=out, weights=weights)
+        return recheck.oracle_outputs(dtype, out=out, weights=weights)
     return run
 
 
-def _mhsa(mask_kind: str):
+def _mhsa(mask_kind: str, dtype: str):
     def run(mod, seed):
-        s = inputs.ORACLE
+        s, dt = inputs.ORACLE, getattr(torch, dtype)
         m = recheck.with_weights(mod.MultiHeadSelfAttention(d_model=s.d, num_heads=s.h, dropout=0.0),
-                                 testing.mha_shapes(s.d), seed)
-        out, weights = m(inputs.randn(s.b, s.lq, s.d, seed=seed + 1), mask=recheck.mha_masks(s.lq, True)[mask_kind])
-        return recheck.as_numpy(out=out, weights=weights)
+                                 testing.mha_shapes(s.d), seed, dt)
+        out, weights = m(inputs.randn(s.b, s.lq, s.d, seed=seed + 1, dtype=dt), mask=recheck.mha_masks(s.lq, True)[mask_kind])
+        return recheck.oracle_outputs(dtype, out=out, weights=weights)
     return run
 
 
 RECHECKS = (
-    *(Recheck(f"mha[{kind}]", "mha", (f"{recheck.ORACLE}test_multihead_attention_matches_torch[float64-{kind}]",),
-              _mha(kind), public=31) for kind in ("none", "lq_lk", "padding")),  # weights 31, q/k/v 32-34
-    *(Recheck(f"mhsa[{kind}]", "mha", (f"{recheck.ORACLE}test_multihead_self_attention_matches_torch[float64-{kind}]",),
-              _mhsa(kind), public=41) for kind in ("none", "causal", "padding")),  # weights 41, x 42
+    *(Recheck(recheck.oracle_name("mha", dtype, kind), "mha",
+              (f"{recheck.ORACLE}test_multihead_attention_matches_torch[{dtype}-{kind}]",),
+              _mha(kind, dtype), public=31)  # weights 31, q/k/v 32-34 as in the anchor
+      for dtype in recheck.ORACLE_DTYPES for kind in ("none", "lq_lk", "padding")),
+    *(Recheck(recheck.oracle_name("mhsa", dtype, kind), "mha",
+              (f"{recheck.ORACLE}test_multihead_self_attention_matches_torch[{dtype}-{kind}]",),
+              _mhsa(kind, dtype), public=41)  # weights 41, x 42
+      for dtype in recheck.ORACLE_DTYPES for kind in ("none", "causal", "padding")),
 )
 
 

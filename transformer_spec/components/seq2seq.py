@@ -104,7 +104,7 @@ def _source_padding(mod, seed):
     src, tgt = _ints(1, 5, (b, ls), g), _ints(0, 6, (b, lt), g)
     model = _seeded(mod, seed, src_vocab_size=6, tgt_vocab_size=7, d_model=4, num_heads=2, d_ff=8, max_len=10)
     padded = torch.cat([src, torch.zeros(b, extra, dtype=torch.long)], dim=1)
-    return recheck.as_numpy(padded_minus_unpadded=model(padded, tgt) - model(src, tgt))
+    return recheck.as_numpy(padded_minus_unpadded=recheck.law_residual(model(padded, tgt), model(src, tgt)))
 
 
 def _interior_pad(mod, seed):
@@ -118,7 +118,7 @@ def _interior_pad(mod, seed):
     config = dict(src_vocab_size=6, tgt_vocab_size=7, d_model=8, num_heads=2, d_ff=8, max_len=10)
     with_0 = _seeded(mod, seed, pad_id=0, **config)(src, tgt)
     with_5 = _seeded(mod, seed, pad_id=5, **config)(src.masked_fill(src == 0, 5), tgt)
-    return recheck.as_numpy(pad_5_minus_pad_0=with_5 - with_0)
+    return recheck.as_numpy(pad_5_minus_pad_0=recheck.law_residual(with_5, with_0))
 
 
 def _future_target(mod, seed):
@@ -130,7 +130,8 @@ def _future_target(mod, seed):
     tgt2 = tgt.clone()
     tgt2[:, t + 1:] = (tgt[:, t + 1:] + _ints(1, 6, (b, lt - t - 1), g)) % 7
     model = _seeded(mod, seed, src_vocab_size=6, tgt_vocab_size=7, d_model=4, num_heads=2, d_ff=8, max_len=8)
-    return recheck.as_numpy(changed_minus_unchanged=model(src, tgt2)[:, : t + 1] - model(src, tgt)[:, : t + 1])
+    return recheck.as_numpy(changed_minus_unchanged=recheck.law_residual(model(src, tgt2)[:, : t + 1],
+                                                                         model(src, tgt)[:, : t + 1]))
 
 
 RECHECKS = (

@@ -1,0 +1,112 @@
+"""Which contract names a submission certainly does not define, read from its files (never run).
+
+A test of a component cannot pass when none of the component's names exists: it would fail as
+``not submitted``. So a grading child that claims such a pass sent a false report: proof of
+tampering that needs no re-check (the forger that implements nothing and reports passes only for
+tests without a hidden twin). The parent decides it from the submission's source alone:
+
+* a name is *possibly defined* when it appears anywhere in a file as something bound: a ``def``,
+  a ``class``, an assignment or other store target, an attribute assigned, an import's name or
+  alias, a ``global`` (an over-approximation: absence is claimed only where no binding can exist);
+* the reading gives up (no name is called absent) when a file may bind names the reading cannot
+  see: ``exec``/``eval``/``compile``, ``globals()``/``vars()``/``locals()``, ``setattr``,
+  ``__import__``/``importlib``, a module ``__getattr__``, ``__dict__``, ``sys.modules``,
+  ``import *``; a file that does not parse; compiled or other code files (``.so``, ``.pyc``, ``.pth``);
+  too much source to read.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from transformer_spec import notebooks, registry
+
+MAX_SOURCE_BYTES = 4 * 2**20
+DYNAMIC = frozenset({"exec", "eval", "compile", "globals", "vars", "locals", "setattr", "__import__", "importlib",
+                     "__getattr__", "__dict__", "modules", "__builtins__", "builtins", "import_module"})
+CODE_SUFFIXES = (".so", ".pyd", ".pyc", ".pth", ".dll", ".dylib")
+
+
+def _sources(root: Path) -> list[tuple[str, str]] | None:
+    """(file name, source) of every Python file and notebook cell under ``root``; None when there is
+    code that cannot be read as source."""
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() or p.is_symlink())
+    out, total = [], 0
+    for p in files:
+        if p.is_symlink() or p.name.endswith(CODE_SUFFIXES):
+            return None
+        if p.suffix == ".py":
+            total += p.stat().st_size
+            if total > MAX_SOURCE_BYTES:
+                return None
+            out.append((str(p), p.read_text(errors="replace")))
+        elif p.suffix == ".ipynb":
+            total += p.stat().st_size
+            if total > MAX_SOURCE_BYTES:
+                return None
+            out += [(c.filename, c.source) for c in notebooks.read(p).cells]
+    return out
+
+
+def bound_names(root: Path) -> set[str] | None:
+    """Every name the files under ``root`` may bind (see the module docstring); None: unknown."""
+    sources = _sources(root)
+    if sources is None:
+        return None
+    names: set[str] = set()
+    for filename, source in sources:
+        try:
+            tree = ast.parse(source, filename)
+        except (SyntaxError, ValueError):
+            return None
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                if node.id in DYNAMIC:
+                    return None
+                if not isinstance(node.ctx, ast.Load):
+                    names.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                if node.attr in DYNAMIC:
+                    return None
+                if not isinstance(node.ctx, ast.Load):
+                    names.add(node.attr)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if node.name in DYNAMIC:
+                    return None
+                names.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in DYNAMIC:
+                    return None
+                for alias in node.names:
+                    if alias.name == "*" or alias.name.split(".")[0] in DYNAMIC:
+                        return None
+                    names.add(alias.asname or alias.name.split(".")[0])
+                    names.add(alias.name.split(".")[-1])
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                names.update(node.names)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                names.add(node.name)
+            elif isinstance(node, ast.arg):
+                names.add(node.arg)
+            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+                names.add(node.name)
+            elif isinstance(node, ast.MatchMapping) and node.rest:
+                names.add(node.rest)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in DYNAMIC:
+                return None
+    return names
+
+
+def absent_components(root: Path) -> set[str]:
+    """The components none of whose contract names the submission under ``root`` can define (only
+    components with names of their own; methods such as ``MiniGPT.generate`` are not counted)."""
+    names = bound_names(root)
+    if names is None:
+        return set()
+    out = set()
+    for c in registry.components():
+        own = [n.name for n in c.names if "." not in n.name]
+        if own and not any(n in names for n in own):
+            out.add(c.name)
+    return out
