@@ -7,9 +7,10 @@ students (``honest_*``, the classmates they attack) are graded, and ``zz_kill_gr
 
 A hostile submission deserves exactly what its code earns without the attack:
 
-* forgers that implement nothing: 0 (``tampering`` when the grader sees the forgery, else the
-  ``import-error`` of an empty submission); a forger on the buggy code: at most the buggy grade,
-  the forged components 0;
+* forgers that implement nothing: 0 (``tampering``: a replay refutes a claimed anchor, or the
+  passes are claimed for components the files do not define; else the ``import-error`` of an
+  empty submission); a forger on the buggy code: at most the buggy grade, plus (when it reports
+  every anchor as its code really does, so nothing proves the lie) the tests no re-check checks;
 * an escape on top of the buggy code (``base_buggy``, the same code without the attack): exactly
   the buggy grade, status ``ok``; it must leave the honest students at 100 and the batch whole;
 * a thief of a classmate's code (it has none of its own): 0;
