@@ -39,8 +39,13 @@ def fast_settings() -> grade.Settings:
 
 
 def rows(path: Path) -> dict[str, dict]:
+    """The gradebook by id (an id a spreadsheet would read as a formula is written with a leading ')."""
     with open(path, newline="") as f:
-        return {r["student"]: r for r in csv.DictReader(f)}
+        return {_unquoted(r["student"]): r for r in csv.DictReader(f)}
+
+
+def _unquoted(cell: str) -> str:
+    return cell[1:] if cell[:1] == "'" and cell[1:2] in ("=", "+", "-", "@", "\t", "\r") and cell[1:2] else cell
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +67,11 @@ def test_the_corpus_is_a_mixed_class(corpus):
 STUDENTS = ["correct", "buggy", "syntax_error", "import_loop", "forward_loop", "memory_bomb", "exit_at_import",
             "os_exit_forward", "keyboard_interrupt", "system_exit", "print_100mb", "forged_files", "conftest_all_pass",
             "patch_allclose", "patch_harness", "edit_tests", "delete_tests", "delegate_reference", "delegate_torch",
-            "equal_to_anything", "alt_module", "alt_notebook"]
+            "equal_to_anything", "alt_module", "alt_notebook",
+            # names and messages that attack the outputs (tests/adversarial/names.py), by the ids they must get
+            "text_surrogate_forward", "text_surrogate_import", "text_fence", "=2+5", "caf\\xe9", "a$^$b",
+            "bob\\x0d0,0,0\\x0dmallory", "\\x1b]0;owned\\x07\\x1b[2Keve", "carol.py", "carol", "caf\\xe9.py",
+            "cafe\\u0301.py", "UPPER.PY", "bob.py.txt", ".x.py", "__x.py", "dangling.py", "link_to_carol.py", "fifo"]
 
 
 @pytest.mark.parametrize("student", STUDENTS)
@@ -114,6 +123,32 @@ def test_the_class_report_shows_scores_components_mistakes_and_statuses(corpus, 
     not_ok = page.split("<h2>Not graded normally</h2>")[1]
     for student, r in records.items():
         assert (f"<td>{student}</td><td>{r.status}</td>" in not_ok) == (r.status != "ok"), student
+
+
+def test_student_text_reaches_every_output_as_plain_text(corpus):
+    """Issue 26: names and messages that once stopped the batch, split a gradebook row, ran as a
+    formula, closed feedback.md's code block or sent terminal escapes are data in every output."""
+    from markdown_it import MarkdownIt
+
+    root, expect, records, _, _ = corpus
+    out = root / "out"
+    raw = (out / "gradebook.csv").read_bytes().decode("utf-8")
+    assert "\r" not in raw and "\x1b" not in raw
+    cells = list(csv.reader(raw.splitlines()))
+    assert len(cells) == 1 + len(expect), "one row per entry, none split"
+    assert not [c for row in cells[1:] for c in row if c[:1] in ("=", "+", "-", "@", "\t")], "no formula"
+    render = MarkdownIt("commonmark", {"html": True}).render
+    for student, r in records.items():
+        for text in (r.student, r.detail, r.submission, *(t["output"] for t in r.tests)):
+            assert not any(ord(c) < 32 and c not in "\n\t" or 0x7f <= ord(c) < 0xa0 for c in text), (student, text[:80])
+        folder = out / "students" / r.student
+        json.loads((folder / "results.json").read_bytes().decode("utf-8"))
+        page = render((folder / "feedback.md").read_text())
+        assert "<script" not in page and "<img" not in page and page.count("<strong>Score:") == 1, student
+    fence = (out / "students" / "text_fence" / "feedback.md").read_text()
+    assert "<script>alert(1)</script>" in fence, "the message itself is shown, in its block"
+    report = (out / "report.html").read_text()
+    assert "<script>alert" not in report and "\x1b" not in report
 
 
 def test_buggy_honest_submissions_are_never_called_tampering(corpus):
@@ -247,7 +282,8 @@ def test_discovery_and_shards_are_deterministic(tmp_path):
     (subs / "carol" / "b.py").write_text("")
     (subs / ".hidden.py").write_text("")
     entries = {e.student: e for e in grade.discover(subs)}
-    assert sorted(entries) == ["alice", "bob", "carol", "pkg"]
+    assert sorted(entries) == [".hidden.py", "alice", "bob", "carol", "pkg"], "a hidden .py file gets a row"
+    assert entries[".hidden.py"].target is None and "hidden" in entries[".hidden.py"].problem
     assert entries["bob"].target == subs / "bob" / "my_transformer"
     assert entries["carol"].target is None and "2 .py or .ipynb files" in entries["carol"].problem
     ids = [f"s{i}" for i in range(200)]

@@ -69,7 +69,11 @@ def outside_symlinks(path: Path) -> list[tuple[Path, Path]]:
         links = [p for p in root.glob("*.py") if p.is_symlink()]
     out = []
     for link in sorted(links):
-        real = link.resolve()
+        try:
+            real = link.resolve()
+        except (RuntimeError, OSError):  # a loop of links (Python < 3.13 raises RuntimeError)
+            out.append((link, Path(f"{os.readlink(link)} (a loop of links)")))
+            continue
         if real != root and root not in real.parents:
             out.append((link, real))
     return out

@@ -14,6 +14,7 @@ from tests.notebook_helpers import write_notebook
 from transformer_spec.patching import INDEPENDENT_IMPL, REFERENCE_DIR, write_patched_reference
 
 from . import hostile
+from .names import build_names
 
 SCALE = ("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = 1.0  # forgot 1/sqrt(d_k)")
 SCORES = "    scores = torch.matmul(q * scale, k.transpose(-2, -1))  # (..., Lq, Lk)"
@@ -106,6 +107,7 @@ def build(dest: Path) -> dict[str, Expect]:
     ex["alt_module"] = Expect("ok", "full")
     write_notebook(INDEPENDENT_IMPL, dest / "alt_notebook" / "my_transformer.ipynb")
     ex["alt_notebook"] = Expect("ok", "full", note="a notebook: graded like the same code in a .py file")
+    ex.update(build_names(dest, patched_package, _ffn, Expect, SCALE))
     return ex
 
 

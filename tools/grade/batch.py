@@ -14,6 +14,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from transformer_spec import diagnosis_catalogue, recheck, registry
+from transformer_spec.outcomes import Kind
 from transformer_spec.results_file import format_points
 
 from . import report, sandbox
@@ -22,8 +23,9 @@ from .decision import empty_record, grade_entry
 from .output import Output, remove_temp_files
 from .record import Record
 from .settings import RECORD, STATE_DIR, GradeError, Settings
-from .submissions import Entry, discover, shard_of, submission_hash
+from .submissions import NOT_ENTRIES, Entry, discover, ignored, shard_of, submission_hash
 from .suite import Context, Setup, Suite, collect_skeleton
+from .text import file_name
 
 
 def _components(skeleton: list[dict]) -> list[str]:
@@ -42,10 +44,16 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
     if out == submissions or submissions in out.parents:
         raise GradeError("--out must not be inside the submissions folder")
     found = discover(submissions)
+    skipped = [file_name(p.name) for p in sorted(submissions.iterdir()) if ignored(p) and p.name not in NOT_ENTRIES]
+    if skipped:
+        print(f"warning: not graded, hidden names: {', '.join(skipped[:10])}", file=sys.stderr)
     if not found:
         raise GradeError(f"{submissions}: nothing to grade (no .py file, notebook, package or student folder in it); "
                          "give the folder that holds one file or folder per student")
     entries = [e for e in found if shard[1] == 1 or shard_of(e.student, shard[1]) == shard[0]]
+    for e in entries:
+        if e.note:
+            print(f"warning: {e.note}", file=sys.stderr)
     class_files = folder_hashes(submissions)
     suite = Suite()
     config = {"fingerprint": settings.fingerprint(suite.sha256), "shard": list(shard)}
@@ -66,8 +74,8 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
         for record in output.records.values():  # what a student reads comes from the verified record
             output.write_derived(record)
         if output.rejected:
-            print(f"warning: {len(output.rejected)} record(s) in {out} did not verify and are graded again: "
-                  + ", ".join(output.rejected[:10]), file=sys.stderr)
+            print(f"warning: {len(output.rejected)} record(s) in {file_name(str(out))} did not verify and are graded again: "
+                  + ", ".join(file_name(r) for r in output.rejected[:10]), file=sys.stderr)
         _remove_old_tmp_roots(state)
     out.mkdir(parents=True, exist_ok=True)
     output.write(state / "config.json", json.dumps(config, indent=1, sort_keys=True) + "\n")
@@ -81,7 +89,7 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
         todo = []
         for e in entries:
             rec = output.records.get(e.student)
-            if rec is not None and rec.submission_sha256 == submission_hash(e):
+            if rec is not None and rec.submission_sha256 == submission_hash(e) and rec.status != "grader-error":
                 continue
             todo.append(e)
         # Students no longer in the folder (or in another shard) are not in this gradebook.
@@ -121,8 +129,8 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
         output.sweep(protect={tmp_root})
         changed = sorted(set(class_files.items()) ^ set(folder_hashes(submissions).items()))
         if changed:
-            print(f"warning: the class folder {submissions} changed while it was graded: "
-                  + ", ".join(sorted({str(p) for p, _ in changed})[:10]), file=sys.stderr)
+            print(f"warning: the class folder {file_name(str(submissions))} changed while it was graded: "
+                  + ", ".join(sorted({file_name(str(p)) for p, _ in changed})[:10]), file=sys.stderr)
         return output.records
     finally:
         setup.shutdown(wait=True, cancel_futures=True)
@@ -165,10 +173,21 @@ def folder_hashes(folder: Path) -> dict[str, str]:
 
 
 def _saved(fut, output: Output, out: Path, comps: list[str], bar) -> None:
+    """Save one student's grade; a failure to save it (a bug of the tool, a full disk) is that
+    student's ``grader-error`` row, never the end of the batch."""
     record, run, cov = fut.result()
-    output.save(record, run, cov)
-    if cov is not None:
-        shutil.rmtree(cov.parent, ignore_errors=True)
+    try:
+        output.save(record, run, cov)
+    except Exception as exc:  # noqa: BLE001 - one student must not stop the class
+        record = Record(record.student, "grader-error", 0.0, record.possible, {}, f"the grade could not be saved "
+                        f"({type(exc).__name__}: {exc})", record.submission, record.submission_sha256,
+                        [dict(t, score=0.0, status="failed", output="not graded: the grade could not be saved",
+                              kind=Kind.NOT_RUN.value)
+                         for t in record.tests], sandbox=record.sandbox)
+        output.save(record, None, None)
+    finally:
+        if cov is not None:
+            shutil.rmtree(cov.parent, ignore_errors=True)
     output.write(out / "gradebook.csv", output.gradebook(comps))
     if bar is not None:
         bar.set_postfix_str(f"{record.student}: {record.status} {format_points(record.total)}", refresh=False)

@@ -15,6 +15,7 @@ from . import sandbox
 from .batch import grade_class, merge
 from .settings import DEFAULT_TESTS, REPO, SUITE, GradeError, Limits, Settings
 from .single import grade_single
+from .text import one_line
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -120,15 +121,15 @@ def main(argv: list[str] | None = None) -> int:
         if argv[:1] == ["merge"]:
             args = build_merge_parser().parse_args(argv[1:])
             records = merge(args.outs, args.out)
-            print(f"merged {len(records)} students into {args.out / 'gradebook.csv'}")
+            print(f"merged {len(records)} students into {one_line(str(args.out / 'gradebook.csv'))}")
             return 0
         if argv[:1] == ["single"]:
             args = build_single_parser().parse_args(argv[1:])
             settings = settings_of(args)
             record = grade_single(args.submission, args.results_json, settings, progress=not args.no_progress)
             print(f"{record.student}: {record.status}, {format_points(record.total)} / "
-                  f"{format_points(record.possible)}" + (f" ({record.detail})" if record.detail else ""))
-            print(f"results.json: {args.results_json}")
+                  f"{format_points(record.possible)}" + (f" ({one_line(record.detail)})" if record.detail else ""))
+            print(f"results.json: {one_line(str(args.results_json))}")
             print(sandbox_line(settings))
             return 0
         args = build_parser().parse_args(argv)
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         records = grade_class(args.submissions, args.out, settings, jobs=args.jobs, resume=args.resume,
                               shard=args.shard, progress=not args.no_progress)
     except GradeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     counts: dict[str, int] = {}
     for r in records.values():
@@ -145,6 +146,6 @@ def main(argv: list[str] | None = None) -> int:
     minutes = (time.monotonic() - start) / 60
     print(f"graded {len(records)} submissions in {minutes:.1f} min: "
           + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
-    print(f"gradebook: {args.out / 'gradebook.csv'}")
+    print(f"gradebook: {one_line(str(args.out / 'gradebook.csv'))}")
     print(sandbox_line(settings))
     return 0

@@ -19,6 +19,7 @@ from .record import Record, first_line
 from .settings import MAX_COVERAGE_BYTES, MAX_TEST_OUTPUT, GradeError
 from .submissions import Entry, copy_submission, submission_hash
 from .suite import Context, new_sandbox, pytest_cmd
+from .text import file_name
 
 
 def grade_entry(entry: Entry, ctx: Context) -> tuple[Record, ChildRun | None, Path | None]:
@@ -93,7 +94,9 @@ def _finish(entry: Entry, ctx: Context, status: str, detail: str, subhash: str, 
         comps[t["tags"][0]] = comps.get(t["tags"][0], 0.0) + t["score"]
     possible = sum(t["max_score"] for t in ctx.skeleton)
     total = sum(t["score"] for t in tests)
-    where = str(entry.target or entry.copy_root or entry.student)
+    where = file_name(str(entry.target or entry.copy_root or entry.student))  # a path need not be UTF-8
+    if entry.note:
+        detail = f"{detail} ({entry.note})" if detail else entry.note
     return Record(entry.student, status, round(total, 2), round(possible, 2), {c: round(v, 2) for c, v in comps.items()},
                   detail, where, subhash, tests, tampered, dict(diagnoses or {}), ctx.sandbox.tier,
                   mistakes=dict(mistakes or {}))

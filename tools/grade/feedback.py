@@ -7,6 +7,7 @@ from transformer_spec.results_file import format_points
 
 from .record import Record, first_line
 from .settings import MAX_TEST_OUTPUT
+from .text import md_block, md_code, md_text
 
 STATUS_TEXT = {
     "ok": "graded normally",
@@ -18,6 +19,8 @@ STATUS_TEXT = {
     "output-limit": "the submission printed too much; the run was stopped and tests not run score 0",
     "interrupted": "the submission interrupted the test run; tests not run score 0",
     "crashed": "the submission ended the test process; tests not run score 0",
+    "grader-error": "the grader itself failed on this submission (not the submission's fault); grade it again "
+                    "with --resume",
     "tampering": "results reported from inside the submission's process were proved false by the grader's "
                  "hidden re-check (of a test's own inputs, or of the submission's files); only passes the "
                  "grader confirmed count",
@@ -55,11 +58,11 @@ def feedback_md(record: Record) -> str:
     """What the student reads: the score, then per component its points, its diagnosis (once),
     and its failing tests (the first few with their whole message)."""
     rows = results_file.component_rows(record.tests)
-    out = [f"# Feedback for {record.student}", "",
+    out = [f"# Feedback for {md_text(record.student)}", "",
            f"**Score: {format_points(record.total)} / {format_points(record.possible)}** (status: `{record.status}`: "
            f"{STATUS_TEXT.get(record.status, '')})", ""]
-    if record.detail:
-        out += [f"> {record.detail}", ""]
+    if record.detail:  # may quote the submission's own text (an exception): shown, never read as Markdown
+        out += [*md_block(record.detail), ""]
     out += ["| component | points | tests passed |", "|---|---:|---:|"]
     out += [f"| {r.component} | {r.earned:.2f} / {r.possible:.2f} | {r.passed} / {r.total} |" for r in rows]
     hidden = sum(1 for t in record.tests if t["visibility"] != "visible")
@@ -74,14 +77,15 @@ def feedback_md(record: Record) -> str:
                 continue
             out += ["", f"## {comp}: {row.earned:.2f} / {row.possible:.2f} points ({row.passed} of {row.total} "
                         "tests passed)", ""]
-            if comp in record.diagnoses:
-                out += [record.diagnoses[comp], ""]
+            if comp in record.diagnoses:  # the grading child's: text, not Markdown
+                out += [md_text(record.diagnoses[comp]), ""]
             out += [f"{len(failed)} test(s) did not pass:", ""]
             for t in failed[:FULL_MESSAGES]:
-                out += [f"### {t['name']}", "", "```text", (t["output"] or "failed").strip()[:MAX_TEST_OUTPUT], "```", ""]
+                out += [f"### {md_code(t['name'])}", "", *md_block((t["output"] or "failed").strip()[:MAX_TEST_OUTPUT]), ""]
             if failed[FULL_MESSAGES:]:
                 out += ["The others (the first line of each message; the whole message is in results.json):", ""]
-                out += [f"- `{t['name']}`: {_one_line(t['output'] or 'failed')}" for t in failed[FULL_MESSAGES:]]
+                out += [f"- {md_code(t['name'])}: {md_text(_one_line(t['output'] or 'failed'))}"
+                        for t in failed[FULL_MESSAGES:]]
     if hidden:
         out += ["", f"{hidden} hidden test(s) are shown after the grades are published."]
     out += ["", "Re-run a test yourself with the command in its message "

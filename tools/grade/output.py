@@ -90,7 +90,8 @@ class Output:
         self.write(d / "feedback.md", feedback_md(record))
 
     def write(self, path: Path, data: bytes | str) -> None:
-        data = data.encode() if isinstance(data, str) else data
+        # backslashreplace: text from a child (its log) may hold a lone surrogate; records are safe already
+        data = data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data
         atomic_write(path, data)
         self.written[path] = data
         self._stat[path] = _stat(path)

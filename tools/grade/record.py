@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from transformer_spec.results_file import format_points
+
+from .text import csv_cell, safe_data
 
 
 @dataclass
@@ -26,9 +28,16 @@ class Record:
     # reported by the child, so a submission could misname its own mistakes, never its points)
     mistakes: dict[str, list[str]] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """A student's text is data (tools/grade/text.py): every string made safe here, once, so
+        every output (files, report, terminal) gets text it can write."""
+        for f in fields(self):
+            setattr(self, f.name, safe_data(getattr(self, f.name)))
+
     def row(self, comps: list[str]) -> list[str]:
-        return [self.student, self.status, format_points(self.total), format_points(self.possible),
-                *(format_points(self.components.get(c, 0.0)) for c in comps), self.detail]
+        """The gradebook's row: text cells a spreadsheet cannot read as formulas."""
+        return [csv_cell(self.student), csv_cell(self.status), format_points(self.total), format_points(self.possible),
+                *(format_points(self.components.get(c, 0.0)) for c in comps), csv_cell(self.detail)]
 
 
 

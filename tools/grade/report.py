@@ -110,7 +110,7 @@ def _heatmap(records: list[Record], maxima: dict[str, float]) -> str:
     ax = fig.add_subplot(1, 1, 1)
     image = ax.imshow(grid, cmap="RdYlGn", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
     ax.set_xticks(range(len(comps)), comps, rotation=30, fontsize=8)
-    ax.set_yticks(range(len(shown)), [r.student for r in shown], fontsize=7 if len(shown) > 30 else 8)
+    ax.set_yticks(range(len(shown)), [_label(r.student) for r in shown], fontsize=7 if len(shown) > 30 else 8)
     more = f", the {HEATMAP_ROWS} lowest totals of {len(records)}" if len(records) > len(shown) else ""
     ax.set_title(f"students x components: share of each component's points{more}")
     fig.colorbar(image, ax=ax, fraction=0.03).set_label("share of the component's points")
@@ -118,13 +118,23 @@ def _heatmap(records: list[Record], maxima: dict[str, float]) -> str:
     return _png(fig)
 
 
+def _label(text: str) -> str:
+    """A student's id as matplotlib text: ``$`` would start mathtext (a drawn formula, or an error)."""
+    return text.replace("$", r"\$")
+
+
 def common_mistakes(records: Iterable[Record]) -> list[tuple[str, list[str]]]:
-    """``(pitfall name, students)`` for every pitfall a diagnosis named, the most common first."""
+    """``(pitfall name, students)`` for every pitfall of the catalogue a diagnosis named, the most
+    common first (a name the child reported that the catalogue lacks is not a mistake to count)."""
+    from transformer_spec.pitfalls import by_name
+
+    known = by_name()
     who: dict[str, set[str]] = {}
     for r in records:
         for names in r.mistakes.values():
             for name in names:
-                who.setdefault(name, set()).add(r.student)
+                if name in known:
+                    who.setdefault(name, set()).add(r.student)
     return sorted(((n, sorted(s)) for n, s in who.items()), key=lambda t: (-len(t[1]), t[0]))
 
 

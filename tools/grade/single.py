@@ -30,7 +30,6 @@ def grade_single(submission: Path, results_json: Path, settings: Settings, progr
     results_json = Path(results_json).resolve()
     if results_json == submission or submission in results_json.parents:
         raise GradeError("--results-json must not be inside the submission")
-    student = submission.stem if submission.is_file() else submission.name
     with tempfile.TemporaryDirectory(prefix="transformer-spec-single-") as tmp:
         folder = Path(tmp) / "class"
         folder.mkdir()
@@ -41,7 +40,7 @@ def grade_single(submission: Path, results_json: Path, settings: Settings, progr
             shutil.copy2(submission, folder / submission.name)
         records = grade_class(folder, Path(tmp) / "out", settings, jobs=1, progress=progress,
                               class_report=False)
-        record = records[student]
-        data = json.loads((Path(tmp) / "out" / "students" / student / "results.json").read_text())
+        (record,) = records.values()  # the class holds this one entry (its id is made safe text)
+        data = json.loads((Path(tmp) / "out" / "students" / record.student / "results.json").read_text())
     atomic_write(results_json, json.dumps(data, indent=2) + "\n")
     return record

@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 from transformer_spec.loader import outside_symlinks
 
 from .settings import MAX_SUBMISSION_BYTES, GradeError
+from .text import file_name
 
 
 #: a single-file submission: a module, or a Jupyter notebook (its code cells, transformer_spec.notebooks)
@@ -19,10 +21,16 @@ GRADED_SUFFIXES = (".py", ".ipynb")
 
 @dataclass
 class Entry:
-    student: str
+    student: str  # the id: safe text (tools/grade/text.py), unique in the class
     target: Path | None  # the .py file or package folder to grade
     copy_root: Path | None  # what is copied into the sandbox (the student's folder, or the file)
     problem: str = ""
+    note: str = ""  # said in the record's detail (an id made unique)
+
+
+#: what an operating system, an LMS export or a tool leaves in a folder: never a student's entry
+NOT_ENTRIES = frozenset({"__MACOSX", "__pycache__", ".DS_Store", "Thumbs.db", "desktop.ini", ".git",
+                         ".ipynb_checkpoints", ".gitignore", ".gitattributes"})
 
 
 def _candidates(folder: Path) -> tuple[list[Path], list[Path]]:
@@ -33,29 +41,72 @@ def _candidates(folder: Path) -> tuple[list[Path], list[Path]]:
     return pkgs, files
 
 
+def _entry(p: Path) -> Entry:
+    """The entry of one name of the class folder: graded, or a row that says why it cannot be."""
+    name = file_name(p.name)
+    if p.name.startswith((".", "__")):
+        return Entry(name, None, None, f"{name}: a hidden or special name (it starts with '.' or '__'); "
+                                       "rename it to grade it")
+    if p.is_symlink():
+        return Entry(name, None, None, f"{name} is a symbolic link; submit the file or folder itself")
+    if p.is_file() and p.suffix in GRADED_SUFFIXES:
+        return Entry(file_name(p.stem), p, p)
+    if p.is_dir() and (p / "__init__.py").is_file():
+        return Entry(name, p, p)
+    if p.is_dir():
+        pkgs, files = _candidates(p)
+        if len(pkgs) == 1:
+            return Entry(name, pkgs[0], p)
+        if not pkgs and len(files) == 1:
+            return Entry(name, files[0], p)
+        what = f"{len(pkgs)} packages" if pkgs else f"{len(files)} .py or .ipynb files"
+        return Entry(name, None, None,
+                     f"the folder holds {what}; expected exactly one package folder, one .py file or one notebook")
+    if p.is_file():
+        return Entry(name, None, None, f"{name} is not a .py file, a notebook (.ipynb) or a folder; "
+                                       "rename it (a Python file ends in .py)")
+    return Entry(name, None, None, f"{name} is not a regular file or a folder")
+
+
+def _key(student: str) -> str:
+    """Ids that look the same (NFC and NFD, or case on a case-insensitive disk) share a key."""
+    return unicodedata.normalize("NFKC", student).casefold()
+
+
+def _unique(entries: list[Entry], paths: list[Path]) -> list[Entry]:
+    """Every entry keeps its row: ids that collide (``alice.py`` beside ``alice/``, look-alikes)
+    become the entries' whole names, then their ASCII escapes, then numbered; each says so."""
+    groups: dict[str, list[int]] = {}
+    for i, e in enumerate(entries):
+        groups.setdefault(_key(e.student), []).append(i)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        names = [file_name(paths[i].name) for i in members]
+        if len({_key(n) for n in names}) < len(names):
+            names = [ascii(paths[i].name)[1:-1] for i in members]
+        if len({_key(n) for n in names}) < len(names):
+            names = [f"{n}~{k + 1}" for k, n in enumerate(names)]
+        shared = entries[members[0]].student
+        for i, n in zip(members, names, strict=True):
+            entries[i].student = n
+            entries[i].note = (f"id {n!r}: {len(members)} entries of the class folder would share the id "
+                               f"{shared!r}; each is graded under its own name")
+    return entries
+
+
+def ignored(p: Path) -> bool:
+    """Not an entry: what the system leaves (:data:`NOT_ENTRIES`), or a hidden name (``.vscode``)
+    that is not a ``.py`` file or a notebook (a hidden one of those looks handed in: it gets a row)."""
+    return p.name in NOT_ENTRIES or p.name.startswith(".") and not (p.suffix in GRADED_SUFFIXES and p.is_file())
+
+
 def discover(submissions: Path) -> list[Entry]:
-    """One entry per student, sorted by id."""
+    """One entry per name of the class folder (but the :func:`ignored` ones), sorted by name; ids unique."""
     if not submissions.is_dir():
         raise GradeError(f"{submissions} is not a folder of submissions")
-    entries = []
-    for p in sorted(submissions.iterdir()):
-        if p.name.startswith((".", "__")):
-            continue
-        if p.is_file() and p.suffix in GRADED_SUFFIXES:
-            entries.append(Entry(p.stem, p, p))
-        elif p.is_dir() and (p / "__init__.py").is_file():
-            entries.append(Entry(p.name, p, p))
-        elif p.is_dir():
-            pkgs, files = _candidates(p)
-            if len(pkgs) == 1:
-                entries.append(Entry(p.name, pkgs[0], p))
-            elif not pkgs and len(files) == 1:
-                entries.append(Entry(p.name, files[0], p))
-            else:
-                what = (f"{len(pkgs)} packages" if pkgs else f"{len(files)} .py or .ipynb files")
-                entries.append(Entry(p.name, None, None,
-                                     f"the folder holds {what}; expected exactly one package folder, one .py file or one notebook"))
-    return entries
+    paths = [p for p in sorted(submissions.iterdir()) if not ignored(p)]
+    return _unique([_entry(p) for p in paths], paths)
 
 
 def shard_of(student: str, n: int) -> int:
@@ -80,13 +131,15 @@ def copy_submission(entry: Entry, dest: Path) -> Path:
     if links:  # the loader refuses them too; a copy would carry them (or their target) into the sandbox
         raise GradeError(f"{links[0][0].name} is a symlink to {links[0][1]}, outside the submission's folder; "
                          f"submit the files themselves")
+    # In the sandbox the entry's own name is safe text (a name that is not UTF-8 cannot be compiled
+    # or imported, and would print raw escapes in the messages the student reads).
     if src.is_file():
         count(src)
-        shutil.copy2(src, dest / src.name)
-        return dest / src.name
+        shutil.copy2(src, dest / file_name(src.name))
+        return dest / file_name(src.name)
     for path in src.rglob("*"):
         count(path)
-    root = dest / src.name
+    root = dest / file_name(src.name)
     shutil.copytree(src, root, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     return root / entry.target.relative_to(src) if entry.target != src else root
 
@@ -98,7 +151,7 @@ def submission_hash(entry: Entry) -> str:
         return "none"
     paths = [src] if src.is_file() else sorted(p for p in src.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     for p in paths:
-        h.update(str(p.relative_to(src.parent)).encode() + b"\0")
-        h.update(p.read_bytes() if not p.is_symlink() else os.readlink(p).encode())
+        h.update(os.fsencode(p.relative_to(src.parent)) + b"\0")  # a name need not be UTF-8
+        h.update(p.read_bytes() if not p.is_symlink() else os.fsencode(os.readlink(p)))
         h.update(b"\0")
     return h.hexdigest()
