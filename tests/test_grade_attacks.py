@@ -37,9 +37,9 @@ STUDENTS = [
     "bypass_sdpa_thread", "bypass_symlinks",
     "esc_append_code", "esc_disk_fill", "esc_edit_results_in_place", "esc_kill_classmates", "esc_many_procs",
     "esc_pipe_junk", "esc_read_secrets", "esc_rewrite_class", "esc_rewrite_outputs", "esc_steal_class_folder",
-    "esc_steal_sandbox", "esc_stop_grader", "forge_atexit_results", "forge_buggy_anchors_fail", "forge_channel_send", "forge_child_report",
+    "esc_steal_sandbox", "esc_stop_grader", "forge_atexit_results", "forge_buggy_anchors_fail", "forge_buggy_recheck_missing", "forge_channel_send", "forge_child_report",
     "forge_child_report_anchors_fail", "forge_raw_frames", "forge_report_hook", "honest_independent",
-    "honest_reference", "zz_kill_grader",
+    "honest_reference", "limit_three_interpreters", "zz_kill_grader",
 ]
 #: the grader's own memory, in MB, with every report it was sent (the issue measured 1.7 GB)
 MAX_GRADER_MB = 1200

@@ -15,6 +15,7 @@ import unicodedata
 import pytest
 from markdown_it import MarkdownIt
 
+from tests.tools_helpers import NO_CHROMIUM, chromium_dom
 from tools.grade import text
 from tools.grade.feedback import feedback_md
 from tools.grade.output import Output
@@ -124,3 +125,26 @@ def test_an_id_made_unique_says_so(tmp_path):
     (tmp_path / "alice.ipynb").write_text("{}")
     notes = {e.student: e.note for e in discover(tmp_path)}
     assert set(notes) == {"alice.py", "alice.ipynb"} and all("would share the id 'alice'" in n for n in notes.values())
+
+
+HOSTILE_PAGE = (b"<html><head><script>document.title='ran'</script></head><body><p>42 %</p>"
+                b"<script>document.body.setAttribute('data-ran', '1')</script></body></html>")
+
+
+def test_a_coverage_report_keeps_its_pages_and_drops_the_rest():
+    assert text.coverage_file("index.html", b"<p>x</p>").startswith(text.COVERAGE_POLICY)
+    assert text.coverage_file("a.html", b"<!DOCTYPE html>\n<p>").startswith(b"<!DOCTYPE html>" + text.COVERAGE_POLICY)
+    assert text.coverage_file("style.css", b"p{}") == b"p{}"
+    assert text.coverage_file("run.sh", b"rm -rf ~") is None and text.coverage_file("Makefile", b"x") is None
+
+
+@pytest.mark.skipif(NO_CHROMIUM, reason="needs Chromium (CI installs it)")
+def test_no_script_of_a_coverage_page_runs_in_a_browser(tmp_path):
+    """``--coverage`` copies pages the child wrote: with the policy first, their scripts do not run
+    (the same page without it shows they would)."""
+    plain, kept = tmp_path / "plain.html", tmp_path / "kept.html"
+    plain.write_bytes(HOSTILE_PAGE)
+    kept.write_bytes(text.coverage_file("kept.html", b"<!doctype html>" + HOSTILE_PAGE))
+    assert 'data-ran="1"' in chromium_dom(plain), "the control: a script runs without the policy"
+    dom = chromium_dom(kept)
+    assert 'data-ran="1"' not in dom and "<title>ran</title>" not in dom and "42 %" in dom

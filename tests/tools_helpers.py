@@ -45,6 +45,13 @@ def _chromium(*args: str) -> subprocess.CompletedProcess:
                            "--virtual-time-budget=10000", *args], capture_output=True, text=True, timeout=120)
 
 
+def chromium_dom(page: Path) -> str:
+    """The DOM headless Chromium builds from ``page`` once its scripts (if any may run) ran."""
+    dom = _chromium("--dump-dom", Path(page).resolve().as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    return dom.stdout
+
+
 def assert_renders_in_chromium(page: Path, figures: int, shot: Path, size: tuple[int, int] = (1200, 2600)) -> None:
     """Headless Chromium loads ``page``: its own check (a script marking ``<body>``) finds
     ``figures`` images, all decoded and drawn, and no script error; a screenshot of ``size`` shows

@@ -7,6 +7,15 @@ import tempfile
 from pathlib import Path
 
 
+def hash_file(h, path: str | os.PathLike, chunk: int = 1 << 20):
+    """Feed the file at ``path`` to the hash object ``h`` a chunk at a time (a submission's file may
+    be huge, or sparse: it is never read whole into memory); returns ``h``."""
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h
+
+
 def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
     """Write ``data`` to ``path`` through a temporary file in the same folder, then ``os.replace``.
 

@@ -104,6 +104,11 @@ def build_attacks(dest: Path, only: set[str] | None = None) -> dict[str, Expect]
         # rule leaves, docs/class_grading.md), no more; the status stays ok.
         ex["forge_buggy_anchors_fail"] = Expect("ok", "at_most_buggy_and_unchecked",
                                                 note="reports its own passing ffn anchor failed: ffn may lose it")
+    if want("forge_buggy_recheck_missing"):
+        patched_package(dest, "forge_buggy_recheck_missing", [SCALE],
+                        append=attacks.FORGE_CHILD_REPORT + attacks.RECHECK_MISSING)
+        # every claim forged, every re-check answered "missing": the replays prove the lie (issue 26)
+        ex["forge_buggy_recheck_missing"] = Expect("tampering", "at_most_buggy")
     if want("forge_atexit_results"):
         patched_package(dest, "forge_atexit_results", [SCALE],
              prepend="_TS_ME = 'forge_atexit_results'\n" + attacks.ATEXIT_REWRITE)
@@ -124,6 +129,12 @@ def build_attacks(dest: Path, only: set[str] | None = None) -> dict[str, Expect]
     if want("esc_steal_sandbox"):  # graded among the escapes: it copies whichever classmate runs beside it
         _nothing(dest, "esc_steal_sandbox", attacks.STEAL_FROM_SANDBOX)
         ex["esc_steal_sandbox"] = Expect("import-error", "zero", zero=ALL, note="has no code of its own")
+
+    # Memory held by more processes than one (issue 26): the uid's processes together are watched.
+    if want("limit_three_interpreters"):
+        patched_package(dest, "limit_three_interpreters", [SCALE], prepend=attacks.MEMORY_INTERPRETERS)
+        ex["limit_three_interpreters"] = Expect("memory-limit", "zero", zero=ALL,
+                                                note="3 x 1.2 GB in fresh interpreters, the limit 2.5 GB")
 
     # Huge report frames (item 4).
     if want("big_frames"):

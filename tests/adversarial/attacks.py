@@ -302,3 +302,29 @@ except Exception:
 def escape(action: str, student: str) -> str:
     """The line of ``__init__.py`` that starts an escape (``escape_kit.launch``)."""
     return f"\nfrom . import _kit as _ts_kit\n_ts_kit.launch({action!r}, {student!r})\n"
+
+# Issue 26: three fresh interpreters, each under its own address-space limit, together holding more
+# than the limit of one submission (1.2 GB each, every page touched, for a minute).
+MEMORY_INTERPRETERS = '''
+def _ts_hog():
+    import subprocess, sys
+    code = "b = bytearray(1200 << 20)\\nb[::4096] = b'x' * len(b[::4096])\\nimport time\\ntime.sleep(60)"
+    return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(3)]
+_TS_HOGS = _ts_hog()
+import time as _ts_time
+_ts_time.sleep(5)
+'''
+
+# Issue 26: in the re-check child (and only there), every name of the submission raises the
+# loader's own "not submitted" error, so that its re-checks would read as "missing" names.
+RECHECK_MISSING = '''
+import sys as _ts_sys
+_ts_main = getattr(_ts_sys.modules.get("__main__"), "__spec__", None)
+if _ts_main is not None and _ts_main.name == "transformer_spec.recheck":
+    from transformer_spec import loader as _ts_loader
+    def _ts_missing(*a, **k):
+        raise _ts_loader.NotSubmitted("not submitted")
+    for _ts_n, _ts_v in list(globals().items()):
+        if not _ts_n.startswith("_") and callable(_ts_v):
+            globals()[_ts_n] = _ts_missing
+'''

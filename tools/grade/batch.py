@@ -14,6 +14,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from transformer_spec import diagnosis_catalogue, recheck, registry
+from transformer_spec.files import hash_file
 from transformer_spec.outcomes import Kind
 from transformer_spec.results_file import format_points
 
@@ -168,7 +169,7 @@ def folder_hashes(folder: Path) -> dict[str, str]:
         if p.is_symlink():
             out[str(p.relative_to(folder))] = "link:" + os.readlink(p)
         elif p.is_file():
-            out[str(p.relative_to(folder))] = hashlib.sha256(p.read_bytes()).hexdigest()
+            out[str(p.relative_to(folder))] = hash_file(hashlib.sha256(), p).hexdigest()
     return out
 
 

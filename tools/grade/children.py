@@ -15,8 +15,11 @@ from pathlib import Path
 
 from transformer_spec import isolation, outcomes
 
-from .sandbox import Jail
+from .sandbox import Jail, uid_rss
 from .settings import LOG_KEEP, GradeError, Limits
+
+#: how often the memory of a child's processes together is measured, in seconds
+WATCH_SECONDS = 0.5
 
 # Runs first in every child (inside bubblewrap in the bwrap tiers): limits, the child's own uid,
 # no-new-privileges, then exec. Set here, not in a preexec_fn (unsafe in the parent's threads).
@@ -69,6 +72,7 @@ class ChildRun:
     returncode: int | None = None
     timed_out: bool = False
     output_limit: bool = False
+    memory_limit: bool = False  # its processes together held more than the limit (watched by uid)
     output_bytes: int = 0
     head: bytes = b""
     tail: bytes = b""
@@ -159,9 +163,19 @@ def run_child(cmd: list[str], *, cwd: Path, env: dict, limits: Limits, extra: di
     sel.register(rep_r, selectors.EVENT_READ, "report")
     deadline = start + wall
     exited_at = None
+    # Each process has its own address-space limit; the uid's processes together are watched here
+    # (the tiers that give a child a uid of its own), so starting more interpreters gains nothing.
+    watch = jail is not None and jail.uid is not None and mem > 0
+    next_watch = start + WATCH_SECONDS
     try:
         while sel.get_map():
             now = time.monotonic()
+            if watch and exited_at is None and now >= next_watch:
+                next_watch = now + WATCH_SECONDS
+                if uid_rss(jail.uid) > mem:
+                    run.memory_limit = True
+                    _kill_group(proc)
+                    jail.reap()
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
                 _kill_group(proc)  # whatever the submission left running

@@ -125,6 +125,9 @@ def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path
         ended = f"the run was stopped after the wall-clock limit of {ctx.settings.limits.wall_seconds:g} s"
     elif run.output_limit:
         ended = f"the run was stopped after printing more than {ctx.settings.limits.max_output_mb:g} MB"
+    elif run.memory_limit:
+        ended = (f"the run was stopped: the submission's processes together held more than the memory limit "
+                 f"of {ctx.settings.limits.memory_mb:g} MB")
     elif last is None or not last.final:
         ended = f"the grading process ended abruptly (exit code {run.returncode}) while the tests ran"
     else:
@@ -227,6 +230,8 @@ def status_of(run: ChildRun, report: outcomes.Report | None, tampered: dict[str,
         return "timeout", "stopped at the wall-clock limit (an endless loop at import or in C code?)"
     if run.output_limit:
         return "output-limit", f"printed more than the output limit ({run.output_bytes} bytes seen)"
+    if run.memory_limit:
+        return "memory-limit", "its processes together held more than the memory limit (started more interpreters?)"
     tests = list(report.tests.values()) if report is not None else []
     if any(t.kind == Kind.MEMORY for t in tests):
         return "memory-limit", "a test ran out of memory (the memory limit of each submission)"

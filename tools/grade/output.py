@@ -25,6 +25,7 @@ from .children import ChildRun
 from .feedback import feedback_md, results_json
 from .record import Record
 from .settings import RECORD, STATE_DIR
+from .text import coverage_file, file_name
 
 KEY_FILE = "key"
 
@@ -130,9 +131,10 @@ class Output:
         self.write_derived(record)
         self.write(d / "log.txt", run.log() if run is not None else "")
         if cov is not None and cov.is_dir():
-            for p in sorted(cov.rglob("*")):
-                if p.is_file():
-                    self.write(d / "coverage" / p.relative_to(cov), p.read_bytes())
+            for p in sorted(cov.rglob("*")):  # written by the child: its pages may hold no script
+                data = coverage_file(p.name, p.read_bytes()) if p.is_file() else None
+                if data is not None:
+                    self.write(d / "coverage" / file_name(str(p.relative_to(cov))), data)
         self.write(d / RECORD, self.signed(record))
         self.records[record.student] = record
 

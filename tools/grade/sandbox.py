@@ -241,6 +241,21 @@ def bwrap_args(view: View, cwd: Path, user_namespace: bool) -> list[str]:
     return args
 
 
+def uid_rss(uid: int) -> int:
+    """The resident memory, in bytes, of every process of ``uid`` together (``/proc``): what the
+    address-space limit of each process cannot bound when a submission starts more of them."""
+    total = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            lines = status.read_text().splitlines()
+        except OSError:
+            continue  # gone meanwhile
+        fields = dict(line.split(":", 1) for line in lines if ":" in line)
+        if fields.get("Uid", "").split()[:1] == [str(uid)] and "VmRSS" in fields:
+            total += int(fields["VmRSS"].split()[0]) * 1024
+    return total
+
+
 def reap(uid: int) -> None:
     """SIGKILL every process of ``uid`` (run as that uid, so it reaches nothing else)."""
     if os.geteuid() != 0:

@@ -9,6 +9,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from transformer_spec.files import hash_file
 from transformer_spec.loader import outside_symlinks
 
 from .settings import MAX_SUBMISSION_BYTES, GradeError
@@ -150,8 +151,12 @@ def submission_hash(entry: Entry) -> str:
     if src is None:
         return "none"
     paths = [src] if src.is_file() else sorted(p for p in src.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    if sum(p.lstat().st_size for p in paths) > MAX_SUBMISSION_BYTES:  # refused when copied: names and sizes will do
+        for p in paths:
+            h.update(os.fsencode(p.relative_to(src.parent)) + b"\0" + str(p.lstat().st_size).encode() + b"\0")
+        return "too-large-" + h.hexdigest()
     for p in paths:
         h.update(os.fsencode(p.relative_to(src.parent)) + b"\0")  # a name need not be UTF-8
-        h.update(p.read_bytes() if not p.is_symlink() else os.fsencode(os.readlink(p)))
+        h.update(os.fsencode(os.readlink(p))) if p.is_symlink() else hash_file(h, p)
         h.update(b"\0")
     return h.hexdigest()
