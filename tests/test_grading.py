@@ -410,11 +410,43 @@ def test_shrinking_ends_after_its_calls_with_the_latest_failure_and_its_example(
             wrapped(n=n)
     wrapped(n=0)  # the second call after the first failure: still within the budget
     with pytest.raises(failures.NoShrink) as stopped:
-        wrapped(n=30)
-    assert seen == [1, 50, 40, 0], "the call past the budget must not run the test"
+        wrapped(n=30)  # past the budget: runs whole (its draws as before), then ends the shrinking
+    assert seen == [1, 50, 40, 0, 30]
     cause = failures.leaf_exception(stopped.value)
-    assert str(cause).startswith("too big: 40"), cause
-    assert examples.find(cause) == [("n", 40)]
+    assert str(cause).startswith("too big: 30"), cause
+    assert examples.find(cause) == [("n", 30)]
+    examples = failures.Examples()
+    wrapped = failures.wrap_inner_test(inner, (), examples, shrink_calls=0)
+    with pytest.raises(AssertionError):
+        wrapped(n=40)
+    with pytest.raises(failures.NoShrink) as stopped:
+        wrapped(n=1)  # the last call passes: the example is the latest failure's
+    assert str(failures.leaf_exception(stopped.value)).startswith("too big: 40")
+
+
+DRAWING_PROPERTY = '''
+import pytest
+from hypothesis import given, strategies as st
+
+@pytest.mark.component("attention")
+@given(n=st.integers(0, 10**6), data=st.data())
+def test_fails_almost_always(impl, n, data):
+    xs = data.draw(st.lists(st.integers(0, 1000), min_size=1, max_size=30), label="xs")
+    assert n < 2, f"too big: {n} {len(xs)}"
+'''
+
+
+def test_a_property_drawing_inside_the_test_shows_its_example_when_shrinking_ends(synthetic):
+    """Issue 27: a property that draws with ``st.data()`` and shrinks past its budget once failed
+    with hypothesis's own ``FlakyStrategyDefinition`` ("stopped drawing earlier") and no example."""
+    synthetic.makepyfile(test_drawing=DRAWING_PROPERTY)
+    synthetic.runpytest_subprocess(
+        "-p", "transformer_spec.plugin", "-p", "transformer_spec.grading", "-p", "no:cacheprovider",
+        "--impl", "submission.py", "--rubric", "rubric.toml", "--grade-json", "r.json", "test_drawing.py",
+        timeout=300)
+    (test,) = json.loads((synthetic.path / "r.json").read_text())["tests"]
+    assert "Flaky" not in test["output"] and "Inconsistent data generation" not in test["output"], test["output"]
+    assert "too big: " in test["output"] and "data.draw #1 (xs) = " in test["output"], test["output"]
 
 
 def test_a_graded_run_writes_no_hypothesis_patch_files(synthetic):

@@ -102,22 +102,27 @@ def wrap_inner_test(inner, fixturenames, examples: Examples, shrink_calls: int =
         nonlocal calls, latest
         if latest is not None:
             calls += 1
-            if calls > shrink_calls:
-                raise NoShrink(str(latest)) from latest
+        # The last call runs whole before shrinking ends: a property drawing inside the test
+        # (``st.data()``) must draw what it drew before for the same start, or hypothesis reports
+        # its own FlakyStrategyDefinition ("stopped drawing earlier") instead of the example.
+        last = latest is not None and calls > shrink_calls
         drawn: list[tuple[str, object]] = []
         for name, value in kwargs.items():
             _recording_data(value, drawn, name)
         try:
-            return inner(*args, **kwargs)
+            result = inner(*args, **kwargs)
         except Exception as exc:
             from hypothesis.strategies import DataObject
 
             given = [(n, v) for n, v in kwargs.items() if n not in fixtures and not isinstance(v, DataObject)]
             examples.record(exc, given + drawn)
             latest = exc
-            if isinstance(exc, (NotImplementedError, loader.SubmissionError)):
+            if last or isinstance(exc, (NotImplementedError, loader.SubmissionError)):
                 raise NoShrink(str(exc)) from exc
             raise
+        if last:  # it passed: the smallest failing example is the latest failure's
+            raise NoShrink(str(latest)) from latest
+        return result
 
     return inner_test
 
