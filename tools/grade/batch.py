@@ -15,16 +15,15 @@ from pathlib import Path
 
 from transformer_spec import diagnosis_catalogue, recheck, registry
 from transformer_spec.files import hash_file
-from transformer_spec.outcomes import Kind
 from transformer_spec.results_file import format_points
 
 from . import report, sandbox
 from .children import kill_all, stop_new_children
-from .decision import empty_record, grade_entry
+from .decision import empty_record, grade_entry, not_run
 from .output import Output, remove_temp_files
 from .record import Record
 from .settings import RECORD, STATE_DIR, GradeError, Settings
-from .submissions import NOT_ENTRIES, Entry, discover, ignored, shard_of, submission_hash
+from .submissions import Entry, discover, hidden_names, shard_of, submission_hash
 from .suite import Context, Setup, Suite, collect_skeleton
 from .text import file_name
 
@@ -45,7 +44,7 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
     if out == submissions or submissions in out.parents:
         raise GradeError("--out must not be inside the submissions folder")
     found = discover(submissions)
-    skipped = [file_name(p.name) for p in sorted(submissions.iterdir()) if ignored(p) and p.name not in NOT_ENTRIES]
+    skipped = hidden_names(submissions)
     if skipped:
         print(f"warning: not graded, hidden names: {', '.join(skipped[:10])}", file=sys.stderr)
     if not found:
@@ -182,9 +181,7 @@ def _saved(fut, output: Output, out: Path, comps: list[str], bar) -> None:
     except Exception as exc:  # noqa: BLE001 - one student must not stop the class
         record = Record(record.student, "grader-error", 0.0, record.possible, {}, f"the grade could not be saved "
                         f"({type(exc).__name__}: {exc})", record.submission, record.submission_sha256,
-                        [dict(t, score=0.0, status="failed", output="not graded: the grade could not be saved",
-                              kind=Kind.NOT_RUN.value)
-                         for t in record.tests], sandbox=record.sandbox)
+                        not_run(record.tests, "the grade could not be saved"), sandbox=record.sandbox)
         output.save(record, None, None)
     finally:
         if cov is not None:

@@ -80,10 +80,13 @@ def _copy_capped(src: Path, dest: Path) -> None:
         shutil.copyfile(p, q)
 
 
+def not_run(tests: list[dict], why: str) -> list[dict]:
+    """``tests`` as not run, for the one reason ``why``: 0 points each."""
+    return [dict(t, score=0.0, status="failed", output=f"not graded: {why}", kind=Kind.NOT_RUN.value) for t in tests]
+
+
 def empty_record(entry: Entry, ctx: Context, status: str, detail: str, subhash: str) -> Record:
-    tests = [dict(t, score=0.0, status="failed", output=f"not graded: {detail}", kind=Kind.NOT_RUN.value)
-             for t in ctx.skeleton]
-    return _finish(entry, ctx, status, detail, subhash, tests, {})
+    return _finish(entry, ctx, status, detail, subhash, not_run(ctx.skeleton, detail), {})
 
 
 def _finish(entry: Entry, ctx: Context, status: str, detail: str, subhash: str, tests: list[dict],

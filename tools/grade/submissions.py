@@ -102,6 +102,11 @@ def ignored(p: Path) -> bool:
     return p.name in NOT_ENTRIES or p.name.startswith(".") and not (p.suffix in GRADED_SUFFIXES and p.is_file())
 
 
+def hidden_names(submissions: Path) -> list[str]:
+    """The hidden names :func:`discover` passes over (a warning names them), but the system's own."""
+    return [file_name(p.name) for p in sorted(submissions.iterdir()) if ignored(p) and p.name not in NOT_ENTRIES]
+
+
 def discover(submissions: Path) -> list[Entry]:
     """One entry per name of the class folder (but the :func:`ignored` ones), sorted by name; ids unique."""
     if not submissions.is_dir():
@@ -134,13 +139,13 @@ def copy_submission(entry: Entry, dest: Path) -> Path:
                          f"submit the files themselves")
     # In the sandbox the entry's own name is safe text (a name that is not UTF-8 cannot be compiled
     # or imported, and would print raw escapes in the messages the student reads).
+    root = dest / file_name(src.name)
     if src.is_file():
         count(src)
-        shutil.copy2(src, dest / file_name(src.name))
-        return dest / file_name(src.name)
+        shutil.copy2(src, root)
+        return root
     for path in src.rglob("*"):
         count(path)
-    root = dest / file_name(src.name)
     shutil.copytree(src, root, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     return root / entry.target.relative_to(src) if entry.target != src else root
 
@@ -157,6 +162,9 @@ def submission_hash(entry: Entry) -> str:
         return "too-large-" + h.hexdigest()
     for p in paths:
         h.update(os.fsencode(p.relative_to(src.parent)) + b"\0")  # a name need not be UTF-8
-        h.update(os.fsencode(os.readlink(p))) if p.is_symlink() else hash_file(h, p)
+        if p.is_symlink():
+            h.update(os.fsencode(os.readlink(p)))
+        else:
+            hash_file(h, p)
         h.update(b"\0")
     return h.hexdigest()
