@@ -10,14 +10,20 @@ import re
 
 import pytest
 
+from transformer_spec.testing import assert_accepts
+
 
 def names_as_word(message: str, name: str) -> bool:
     """``name`` occurs in ``message`` with no letter, digit or underscore on either side."""
     return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message) is not None
 
 
-def raises_naming_word(fn, name, what):
-    """``fn()`` must raise ValueError (or TypeError) whose message names ``name`` as a word."""
+def raises_naming_word(fn, name, what, valid=None):
+    """``fn()`` must raise ValueError (or TypeError) whose message names ``name`` as a word; ``valid``,
+    the same call with valid arguments (:func:`transformer_spec.testing.assert_accepts`), must not
+    (None where the test has just made that call itself)."""
+    if valid is not None:
+        assert_accepts(valid, what)
     with pytest.raises((ValueError, TypeError)) as info:
         fn()
     message = str(info.value)

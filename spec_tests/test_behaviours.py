@@ -300,56 +300,68 @@ def test_generate_runs_in_eval_mode(impl):
 
 
 # ---------------------------------------------------------------- errors
+# d_model=10: num_heads=4 does not divide it (the case), num_heads=2 does (its valid control)
 HEADS_CASES = {
-    "MultiHeadAttention": lambda impl: impl.MultiHeadAttention(d_model=10, num_heads=4),
-    "MultiHeadSelfAttention": lambda impl: impl.MultiHeadSelfAttention(d_model=10, num_heads=4),
-    "TransformerEncoderBlock": lambda impl: impl.TransformerEncoderBlock(d_model=10, num_heads=4, d_ff=16),
-    "TransformerDecoderBlock": lambda impl: impl.TransformerDecoderBlock(d_model=10, num_heads=4, d_ff=16),
-    "MiniGPT": lambda impl: impl.MiniGPT(VOCAB, d_model=10, num_heads=4, num_layers=1, d_ff=16, max_len=8),
+    "MultiHeadAttention": lambda impl, num_heads: impl.MultiHeadAttention(d_model=10, num_heads=num_heads),
+    "MultiHeadSelfAttention": lambda impl, num_heads: impl.MultiHeadSelfAttention(d_model=10, num_heads=num_heads),
+    "TransformerEncoderBlock": lambda impl, num_heads: impl.TransformerEncoderBlock(d_model=10, num_heads=num_heads,
+                                                                                    d_ff=16),
+    "TransformerDecoderBlock": lambda impl, num_heads: impl.TransformerDecoderBlock(d_model=10, num_heads=num_heads,
+                                                                                    d_ff=16),
+    "MiniGPT": lambda impl, num_heads: impl.MiniGPT(VOCAB, d_model=10, num_heads=num_heads, num_layers=1, d_ff=16,
+                                                    max_len=8),
 }
 
 
 @pytest.mark.component("errors")
 @pytest.mark.parametrize("name", list(HEADS_CASES))
 def test_d_model_not_divisible_by_num_heads(impl, name):
-    assert_raises_naming(lambda: HEADS_CASES[name](impl), "num_heads", "d_model",
-                   what=f"{name}(d_model=10, num_heads=4)")
+    assert_raises_naming(lambda: HEADS_CASES[name](impl, num_heads=4), "num_heads", "d_model",
+                         what=f"{name}(d_model=10, num_heads=4)",
+                         valid=(f"{name}(d_model=10, num_heads=2)", lambda: HEADS_CASES[name](impl, num_heads=2)))
 
 
+# max_len=4: five positions are too many (the case), four are allowed (its valid control)
 MAX_LEN_CASES = {
-    "SinusoidalPositionEncoding": lambda impl: impl.SinusoidalPositionEncoding(D, max_len=4)(randn(1, 5, D)),
-    "LearnedPositionEmbedding": lambda impl: impl.LearnedPositionEmbedding(D, 4)(randn(1, 5, D)),
-    "MiniGPT": lambda impl: impl.MiniGPT(VOCAB, d_model=D, num_heads=H, num_layers=1, d_ff=FF, max_len=4)(
-        torch.tensor([[1, 2, 3, 4, 5]])),
-    "Seq2SeqTransformer_src": lambda impl: impl.Seq2SeqTransformer(
+    "SinusoidalPositionEncoding": lambda impl, n: impl.SinusoidalPositionEncoding(D, max_len=4)(randn(1, n, D)),
+    "LearnedPositionEmbedding": lambda impl, n: impl.LearnedPositionEmbedding(D, 4)(randn(1, n, D)),
+    "MiniGPT": lambda impl, n: impl.MiniGPT(VOCAB, d_model=D, num_heads=H, num_layers=1, d_ff=FF, max_len=4)(
+        torch.arange(1, n + 1)[None]),
+    "Seq2SeqTransformer_src": lambda impl, n: impl.Seq2SeqTransformer(
         VOCAB, VOCAB, d_model=D, num_heads=H, num_encoder_layers=1, num_decoder_layers=1, d_ff=FF, max_len=4)(
-        torch.tensor([[1, 2, 3, 4, 5]]), torch.tensor([[1, 2]])),
-    "Seq2SeqTransformer_tgt": lambda impl: impl.Seq2SeqTransformer(
+        torch.arange(1, n + 1)[None], torch.tensor([[1, 2]])),
+    "Seq2SeqTransformer_tgt": lambda impl, n: impl.Seq2SeqTransformer(
         VOCAB, VOCAB, d_model=D, num_heads=H, num_encoder_layers=1, num_decoder_layers=1, d_ff=FF, max_len=4)(
-        torch.tensor([[1, 2]]), torch.tensor([[1, 2, 3, 4, 5]])),
+        torch.tensor([[1, 2]]), torch.arange(1, n + 1)[None]),
 }
 
 
 @pytest.mark.component("errors")
 @pytest.mark.parametrize("name", list(MAX_LEN_CASES))
 def test_sequence_longer_than_max_len(impl, name):
-    assert_raises_naming(lambda: MAX_LEN_CASES[name](impl), "max_len", what=f"{name} with max_len=4 given 5 positions")
+    assert_raises_naming(lambda: MAX_LEN_CASES[name](impl, 5), "max_len", what=f"{name} with max_len=4 given 5 positions",
+                         valid=(f"{name} with max_len=4 given 4 positions", lambda: MAX_LEN_CASES[name](impl, 4)))
 
 
 @pytest.mark.component("errors")
 def test_sdpa_mask_that_does_not_broadcast(impl):
     q, k, v = randn(2, 5, 4), randn(2, 7, 4), randn(2, 7, 3)
     bad = torch.zeros(3, 4, dtype=torch.bool)  # scores are (2, 5, 7)
+    good = torch.zeros(5, 7, dtype=torch.bool)
     assert_raises_naming(lambda: impl.scaled_dot_product_attention(q, k, v, mask=bad), "mask",
-                   what="scaled_dot_product_attention with a (3, 4) mask for (2, 5, 7) scores")
+                         what="scaled_dot_product_attention with a (3, 4) mask for (2, 5, 7) scores",
+                         valid=("the same call with a (5, 7) mask",
+                                lambda: impl.scaled_dot_product_attention(q, k, v, mask=good)))
 
 
 @pytest.mark.component("errors")
 def test_multihead_mask_that_does_not_broadcast(impl):
     mhsa = impl.MultiHeadSelfAttention(D, H, dropout=0.0).double().eval()
     bad = torch.zeros(2, 1, 3, 3, dtype=torch.bool)  # scores are (2, H, 5, 5)
+    good = torch.zeros(2, 1, 5, 5, dtype=torch.bool)
     assert_raises_naming(lambda: mhsa(randn(2, 5, D), mask=bad), "mask",
-                   what="MultiHeadSelfAttention with a (2, 1, 3, 3) mask for length-5 inputs")
+                         what="MultiHeadSelfAttention with a (2, 1, 3, 3) mask for length-5 inputs",
+                         valid=("the same call with a (2, 1, 5, 5) mask", lambda: mhsa(randn(2, 5, D), mask=good)))
 
 
 @pytest.mark.component("errors")
@@ -357,4 +369,5 @@ def test_multihead_mask_that_does_not_broadcast(impl):
 def test_non_positive_max_new_tokens(impl, max_new_tokens):
     model = _minigpt(impl)
     assert_raises_naming(lambda: model.generate([1, 2], max_new_tokens=max_new_tokens), "max_new_tokens",
-                   what=f"generate([1, 2], max_new_tokens={max_new_tokens})")
+                         what=f"generate([1, 2], max_new_tokens={max_new_tokens})",
+                         valid=("generate([1, 2], max_new_tokens=1)", lambda: model.generate([1, 2], max_new_tokens=1)))

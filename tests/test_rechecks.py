@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_spec import loader, recheck, registry
+from transformer_spec import contract, loader, recheck, registry
 from transformer_spec.patching import load_patched_reference
 from transformer_spec.variations import CATALOGUE
 
@@ -96,3 +96,43 @@ def test_a_greedy_twin_is_judged_on_the_submissions_own_logits(broken, expected)
     greedy = recheck.by_name()["generate[greedy]"]
     assert _disagreements(broken["relu_instead_of_gelu"], [greedy], SEEDS[:3], expected) == []
     assert len(_disagreements(broken["generate_reads_first_position"], [greedy], SEEDS[:3], expected)) == 3
+
+
+ALWAYS_RAISES = '''"""Every call raises a ValueError naming every argument: argument checks that check nothing."""
+import torch
+
+ARGUMENTS = ("q k v mask scale seq_len tokens pad_id d_model num_heads d_ff dropout max_len vocab_size "
+             "num_layers x query key value batch memory src tgt seed_tokens vocab max_new_tokens "
+             "temperature top_k generator Lk d_k")
+
+
+def _raise(*args, **kwargs):
+    raise ValueError(f"invalid argument: check {ARGUMENTS}")
+
+
+class _Raises(torch.nn.Module):
+    def __init__(self, *args, **kwargs):
+        _raise()
+
+
+for _name in NAMES.split():
+    globals()[_name] = type(_name, (_Raises,), {}) if _name[0].isupper() else _raise
+'''
+
+
+def test_every_errors_check_has_a_valid_arguments_control(tmp_path, expected):
+    """Code whose every call raises a ValueError naming every argument gets nothing in 'errors':
+    each golden errors test first makes the same call with valid arguments (it must not raise), and
+    each errors re-check disagrees with it on every seed, as its anchor fails it."""
+    from tests.test_grading import by_component, grade_in_subprocess
+
+    path = tmp_path / "always_raises.py"
+    path.write_text(f"NAMES = {' '.join(contract.top_level())!r}\n" + ALWAYS_RAISES)
+    sub = loader.load(str(path))
+    errors = [r for r in CHECKS if r.component == "errors"]
+    for check in errors:
+        assert len(_disagreements(sub, [check], SEEDS[:3], expected)) == 3, check.name
+    results = grade_in_subprocess(tmp_path, "spec_tests/test_bad_arguments.py", "spec_tests/test_behaviours.py",
+                                  impl=str(path))
+    earned, possible = by_component(results)["errors"]
+    assert possible > 0 and earned == 0, f"errors: {earned} / {possible} for code that raises on every call"

@@ -19,6 +19,7 @@ import torch.nn as nn
 
 from . import forbidden_ops
 from .failures import leaves
+from .loader import SubmissionError
 
 Shapes = dict[str, tuple[int, ...]]
 
@@ -323,8 +324,27 @@ def assert_property_fails(test, *, match: str | None = None, shrink: bool = Fals
 
 
 # --------------------------------------------------------------------------- argument errors
-def assert_raises_naming(fn, *names, what):
-    """``fn()`` must raise ValueError (or TypeError) whose message mentions one of ``names``."""
+def assert_accepts(valid, what: str) -> None:
+    """``valid = (description, call)``: the call a bad-argument test varies, with valid arguments,
+    must not raise. An argument check earns its points only where valid arguments are accepted:
+    code that raises on every call checks nothing. A name not submitted (or a refused call) is
+    reported as such, not as this test's failure."""
+    description, call = valid
+    try:
+        call()
+    except SubmissionError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported as the failure of the control call
+        raise AssertionError(
+            f"{what}: the same call with valid arguments, {description}, raised {type(exc).__name__}: {exc}; "
+            f"an argument check counts only when valid arguments are accepted"
+        ) from None
+
+
+def assert_raises_naming(fn, *names, what, valid):
+    """``fn()`` must raise ValueError (or TypeError) whose message mentions one of ``names``, and
+    ``valid`` (see :func:`assert_accepts`), the same call with valid arguments, must not."""
+    assert_accepts(valid, what)
     try:
         fn()
     except (ValueError, TypeError) as exc:

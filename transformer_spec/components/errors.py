@@ -60,25 +60,36 @@ def behaviour(impl, f: bp.Features) -> None:
 # mask are drawn) and the other arguments drawn valid, chosen so that only the checked rule is
 # broken (each is one a pitfall of this component breaks; a dropout above one is not re-checked: no
 # pitfall breaks its check, so the re-check could not be shown to fail). The outcome is what
-# the anchor asserts (testing.assert_raises_naming: ValueError or TypeError whose message contains
-# one of the names), as arrays; the reference's is True, True.
+# the anchor asserts (testing.assert_raises_naming): the same call with a valid argument in the bad
+# one's place raised nothing (the anchor's control: code that raises on every call checks nothing),
+# and the bad call raised ValueError or TypeError whose message contains one of the names, as
+# arrays; the reference's is True, True, True.
 BAD = "spec_tests/test_bad_arguments.py::test_bad_argument_raises_an_error_naming_it"
 BEHAVIOURS = "spec_tests/test_behaviours.py::"
 
 
-def outcome(call, *names: str) -> dict[str, np.ndarray]:
-    """Whether ``call()`` raised ValueError or TypeError, and whether its message names one of ``names``."""
+def outcome(call, valid, *names: str) -> dict[str, np.ndarray]:
+    """Whether ``valid()`` returned, whether ``call()`` raised ValueError or TypeError, and whether
+    its message names one of ``names``."""
+    try:
+        valid()
+        accepted = True
+    except loader.SubmissionError:
+        raise  # a name not submitted (or a refused call) is the child's to report, not a wrong answer
+    except Exception:  # noqa: BLE001 - the control raising is a wrong answer, not a crash of the re-check
+        accepted = False
+    raised = named = False
     try:
         call()
     except loader.SubmissionError:
-        raise  # a name not submitted (or a refused call) is the child's to report, not a wrong answer
+        raise
     except (ValueError, TypeError) as exc:
         message = str(exc).lower()
-        return {"raised_value_or_type_error": np.array([True]),
-                "message_names_the_argument": np.array([any(n.lower() in message for n in names)])}
-    except Exception:  # noqa: BLE001 - another kind of error is a wrong answer, not a crash of the re-check
+        raised, named = True, any(n.lower() in message for n in names)
+    except Exception:  # noqa: BLE001 - another kind of error is a wrong answer
         pass
-    return {"raised_value_or_type_error": np.array([False]), "message_names_the_argument": np.array([False])}
+    return {"valid_arguments_accepted": np.array([accepted]), "raised_value_or_type_error": np.array([raised]),
+            "message_names_the_argument": np.array([named])}
 
 
 def _draw(seed: int):
@@ -87,10 +98,11 @@ def _draw(seed: int):
 
 
 def _case(build):
-    """A re-check from ``build(impl, draw) -> (call, names)``, ``draw(low, high)`` an int from the seed."""
+    """A re-check from ``build(impl, draw) -> (call, valid, names)``, ``draw(low, high)`` an int from
+    the seed, ``valid`` the same call with a valid argument in the bad one's place."""
     def run(mod, seed):
-        call, names = build(mod, _draw(seed))
-        return outcome(call, *names)
+        call, valid, names = build(mod, _draw(seed))
+        return outcome(call, valid, *names)
     return run
 
 
@@ -101,35 +113,52 @@ def _heads_not_dividing(impl, draw, cls):
         d_model += 2
     kwargs = {"MultiHeadAttention": {}, "MiniGPT": dict(num_layers=1, d_ff=16, max_len=8)}[cls]
     args = (11,) if cls == "MiniGPT" else ()
-    return lambda: getattr(impl, cls)(*args, d_model=d_model, num_heads=h, **kwargs), ("num_heads", "d_model")
+    make = getattr(impl, cls)
+    return (lambda: make(*args, d_model=d_model, num_heads=h, **kwargs),
+            lambda: make(*args, d_model=d_model, num_heads=2, **kwargs), ("num_heads", "d_model"))
 
 
 def _too_long(impl, draw):
     m = draw(2, 8)
     x = inputs.randn(1, m + draw(1, 4), 8, seed=draw(0, 99))
-    return lambda: impl.SinusoidalPositionEncoding(8, max_len=m)(x), ("max_len",)
+    return (lambda: impl.SinusoidalPositionEncoding(8, max_len=m)(x),
+            lambda: impl.SinusoidalPositionEncoding(8, max_len=m)(x[:, :m]), ("max_len",))
 
 
 def _sdpa_float_mask(impl, draw):
     q, k, v = (inputs.randn(2, 3, 4, seed=draw(0, 99)), inputs.randn(2, 5, 4, seed=draw(0, 99)),
                inputs.randn(2, 5, 6, seed=draw(0, 99)))
-    mask = (torch.rand(3, 5, generator=inputs.generator(draw(0, 99))) < 0.5).float()
-    return lambda: impl.scaled_dot_product_attention(q, k, v, mask), ("mask",)
+    mask = torch.rand(3, 5, generator=inputs.generator(draw(0, 99))) < 0.5
+    mask[:, 0] = False  # no fully blocked row: the valid call is an ordinary one
+    return (lambda: impl.scaled_dot_product_attention(q, k, v, mask.float()),
+            lambda: impl.scaled_dot_product_attention(q, k, v, mask), ("mask",))
 
 
-CASES = {  # name -> (anchor, build(impl, draw) -> (call, names))
+def _mha(impl, draw, **changes):
+    kwargs = {"d_model": 2 * draw(1, 8), "num_heads": 2}
+    return lambda: impl.MultiHeadAttention(**{**kwargs, **changes})
+
+
+def _generate(impl, draw, **changes):
+    seed, n = [draw(0, 10), draw(0, 10)], draw(1, 3)
+    model = lambda: impl.MiniGPT(11, d_model=8, num_heads=2, num_layers=1, d_ff=16, max_len=8, dropout=0.0)
+    return lambda: model().generate(seed, max_new_tokens=n, **{"top_k": draw(1, 11), **changes})
+
+
+CASES = {  # name -> (anchor, build(impl, draw) -> (call, valid, names))
     "MultiHeadAttention_num_heads_zero": (f"{BAD}[MultiHeadAttention_num_heads_zero]", lambda impl, draw: (
-        lambda: impl.MultiHeadAttention(d_model=2 * draw(1, 8), num_heads=0), ("num_heads",))),
+        _mha(impl, draw, num_heads=0), _mha(impl, draw), ("num_heads",))),
     "MultiHeadAttention_d_model_negative": (f"{BAD}[MultiHeadAttention_d_model_negative]", lambda impl, draw: (
-        lambda: impl.MultiHeadAttention(d_model=-2 * draw(1, 8), num_heads=2), ("d_model",))),
+        _mha(impl, draw, d_model=-2 * draw(1, 8)), _mha(impl, draw), ("d_model",))),
     "FeedForward_d_ff_zero": (f"{BAD}[FeedForward_d_ff_zero]", lambda impl, draw: (
-        lambda: impl.FeedForward(draw(1, 16), 0), ("d_ff",))),
+        lambda d=draw(1, 16): impl.FeedForward(d, 0), lambda d=draw(1, 16), f=draw(1, 32): impl.FeedForward(d, f),
+        ("d_ff",))),
     "MiniGPT_vocab_size_zero": (f"{BAD}[MiniGPT_vocab_size_zero]", lambda impl, draw: (
-        lambda: impl.MiniGPT(0, d_model=2 * draw(1, 8), num_heads=2), ("vocab_size",))),
+        lambda d=2 * draw(1, 8): impl.MiniGPT(0, d_model=d, num_heads=2),
+        lambda d=2 * draw(1, 8), v=draw(1, 20): impl.MiniGPT(v, d_model=d, num_heads=2), ("vocab_size",))),
     "sdpa_mask_not_bool": (f"{BAD}[sdpa_mask_not_bool]", _sdpa_float_mask),
     "generate_top_k_zero": (f"{BAD}[generate_top_k_zero]", lambda impl, draw: (
-        lambda: impl.MiniGPT(11, d_model=8, num_heads=2, num_layers=1, d_ff=16, max_len=8, dropout=0.0).generate(
-            [draw(0, 10), draw(0, 10)], max_new_tokens=draw(1, 3), top_k=0), ("top_k",))),
+        _generate(impl, draw, top_k=0), _generate(impl, draw), ("top_k",))),
     "d_model_not_divisible_by_num_heads[MultiHeadAttention]": (
         f"{BEHAVIOURS}test_d_model_not_divisible_by_num_heads[MultiHeadAttention]",
         lambda impl, draw: _heads_not_dividing(impl, draw, "MultiHeadAttention")),
