@@ -319,3 +319,55 @@ def test_a_sealed_process_opens_no_oracle_window(tmp_path):
         "    print('refused')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.stdout.strip() == "refused", done.stdout + done.stderr
+
+
+def _removals():
+    """Ways code in the process removes a guard (issue 26), each ``remove(guard)``."""
+    from transformer_spec import forbidden_files, forbidden_ops
+
+    def reinstall(g):
+        g.uninstall()
+        g.install()
+
+    return {
+        "uninstall": lambda g: g.uninstall(),
+        "uninstall_and_install": reinstall,
+        "library_destroyed": lambda g: forbidden_ops._LIBRARY[0]._destroy(),
+        # only this guard's (this run's own guard watches too, and would charge this test)
+        "operator_watch_dropped": lambda g: forbidden_ops._WATCHES.remove(g.seal.ops),
+        "file_watch_dropped": lambda g: forbidden_files._WATCHES.remove(g.seal.files),
+        "finder_dropped": lambda g: sys.meta_path.remove(g.seal.finder),
+    }
+
+
+@pytest.mark.parametrize("how", list(_removals()))
+def test_a_guard_removed_from_inside_is_seen_charged_and_put_back(how, tmp_path):
+    """The seal kept by the harness is broken by every way of removing the guard; check_seal
+    records a use (the test fails as forbidden) and installs the guard again, which catches the
+    next call; an untouched guard is intact and records nothing (no honest run is charged)."""
+    guard = forbidden.Guard(paths=[tmp_path]).install()
+    try:
+        seal = guard.seal
+        assert guard.broken(seal) is None
+        assert guard.check_seal(seal, "during this test") is seal and guard.uses == []
+        _removals()[how](guard)
+        assert guard.broken(seal) is not None, f"{how} is not seen"
+        seal = guard.check_seal(seal, "during this test")
+        assert [u.message for u in guard.uses] and "guard was removed" in guard.uses[0].message
+        assert guard.broken(seal) is None, "the guard is back"
+        guard.uses.clear()
+        with pytest.raises(forbidden.ForbiddenAPIError):
+            torch._C._nn.scaled_dot_product_attention(*qkv())
+    finally:
+        guard.uninstall()
+
+
+def test_restore_puts_a_removed_guard_back_without_a_use(tmp_path):
+    guard = forbidden.Guard(paths=[tmp_path]).install()
+    try:
+        seal = guard.seal
+        guard.uninstall()
+        seal = guard.restore(seal)
+        assert guard.broken(seal) is None and guard.uses == []
+    finally:
+        guard.uninstall()

@@ -32,7 +32,8 @@ from tests.adversarial.expect import problems
 pytestmark = pytest.mark.timeout(720)
 
 STUDENTS = [
-    "base_buggy", "big_frames", "bypass_direct", "bypass_reference_by_path", "bypass_reference_thread",
+    "base_buggy", "big_frames", "bypass_direct", "bypass_guard_removed_at_import", "bypass_guard_removed_in_call",
+    "bypass_guard_removed_reinstalled", "bypass_reference_by_path", "bypass_reference_thread",
     "bypass_sdpa_aten_math", "bypass_sdpa_c_nn", "bypass_sdpa_fake_filename", "bypass_sdpa_oracle_window",
     "bypass_sdpa_thread", "bypass_symlinks",
     "esc_append_code", "esc_disk_fill", "esc_edit_results_in_place", "esc_kill_classmates", "esc_many_procs",

@@ -22,8 +22,10 @@ While the guard is ``armed`` (the grading plugin disarms it for the tests it doe
 for its diagnosis), the operator level, the attention APIs and the forbidden modules are refused
 whatever the call stack, except inside :func:`oracle`, where the suite computes its own expected
 values with torch (for the thread that entered it only). Other APIs a rubric forbids are
-refused when the submission's frame is on the stack. Limits: see the two modules above and
-``docs/grading.md``.
+refused when the submission's frame is on the stack. What :meth:`Guard.install` put in place is
+its :class:`Seal`, which the harness keeps where the submission does not look; :meth:`Guard.check_seal`
+after each test (and re-check) sees a guard removed from inside, charges the removal as a use and
+installs it again. Limits: see the two modules above and ``docs/grading.md``.
 """
 
 from __future__ import annotations
@@ -116,14 +118,26 @@ def submission_paths(target: str, origin: str | None = None) -> list[Path]:
 class Use:
     """One recorded use of a forbidden API."""
 
-    def __init__(self, api: str, where: str, via: str = ""):
+    def __init__(self, api: str, where: str, via: str = "", text: str | None = None):
         self.api = api
         self.where = where
         self.via = via  # how it was reached, if not by its own name
+        self.text = text  # the whole message, for what is not a call (the guard removed)
 
     @property
     def message(self) -> str:
+        if self.text is not None:
+            return self.text
         return f"forbidden API: the submission used `{self.api}`{self.via}{self.where}; {_WHY}"
+
+
+class Seal:
+    """What :meth:`Guard.install` put in place, kept by the harness that installed it: the watches
+    and the import finder, by identity. :meth:`Guard.broken` compares the process with it, so a
+    guard uninstalled and installed again (new watches) is seen as well as one uninstalled."""
+
+    def __init__(self, ops, files, finder, modules: tuple[str, ...]):
+        self.ops, self.files, self.finder, self.modules = ops, files, finder, modules
 
     def __repr__(self) -> str:
         return f"Use({self.api!r}, {self.where!r})"
@@ -224,10 +238,12 @@ class Guard:
         self._undo.append(lambda: forbidden_ops.unwatch(ops))
         files = forbidden_files.watch(self._module_roots(modules), self._on_file, lambda: self.armed)
         self._undo.append(lambda: forbidden_files.unwatch(files))
+        finder = None
         if modules:
             finder = _ForbiddenFinder(self)
             sys.meta_path.insert(0, finder)
             self._undo.append(lambda: sys.meta_path.remove(finder) if finder in sys.meta_path else None)
+        self.seal = Seal(ops, files, finder, self._modules)
         # The finder sees every first import of a forbidden module. Only one that is imported
         # already (and is not the submission itself) needs the __import__ hook too, which is
         # kept out otherwise: a Python-level __import__ takes CPython off its fast path for
@@ -248,6 +264,40 @@ class Guard:
     def uninstall(self) -> None:
         while self._undo:
             self._undo.pop()()
+
+    # -- removed from inside -----------------------------------------------------------------
+    def broken(self, seal: Seal) -> str | None:
+        """What of the guard sealed by ``seal`` is no longer in place, or None. Only code in this
+        process can remove it (the harness uninstalls it only after the last test), so a broken
+        seal is proof: the submission removed the guard."""
+        if not forbidden_ops.watching(seal.ops):
+            return "its watch on torch's attention operators"
+        if not forbidden_files.watching(seal.files):
+            return f"its watch on the files of {', '.join(seal.modules)}"
+        if seal.finder is not None and seal.finder not in sys.meta_path:
+            return f"its import hook for {', '.join(seal.modules)}"
+        return None
+
+    def restore(self, seal: Seal) -> Seal:
+        """Install the guard again if ``seal`` is broken; the seal to check from now on. After the
+        submission's import: what the guard forbids is caught from then on, where each use costs
+        what it costs (a removal at import gains nothing and is charged nothing)."""
+        if self.broken(seal) is None:
+            return seal
+        self.uninstall()
+        self.install()
+        return self.seal
+
+    def check_seal(self, seal: Seal, during: str) -> Seal:
+        """If ``seal`` is broken, record the removal as a use (what ``during`` ran fails as a
+        forbidden use: what calling the forbidden API itself would cost) and install the guard
+        again (:meth:`restore`); the seal to check from now on."""
+        what = self.broken(seal)
+        if what is not None:
+            self.uses.append(Use("the forbidden-API guard", "", text=(
+                f"forbidden API: the grader's forbidden-API guard was removed ({what}) {during}; "
+                f"removing it counts as using what it forbids, and {_WHY}")))
+        return self.restore(seal)
 
     def __enter__(self) -> Guard:
         return self.install()

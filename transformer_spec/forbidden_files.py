@@ -53,6 +53,11 @@ def watch(roots: Iterable[str], on_open: Callable[[str], None], armed: Callable[
     return w
 
 
+def watching(w: Watch | None) -> bool:
+    """Whether ``w`` (from :func:`watch`) still watches (False: code in this process removed it)."""
+    return w is None or w in _WATCHES
+
+
 def unwatch(w: Watch | None) -> None:
     if w in _WATCHES:
         _WATCHES.remove(w)

@@ -54,6 +54,7 @@ _ALLOWED: dict[int, int] = {}  # thread ident -> depth of oracle() regions it is
 _WATCHES: list[Watch] = []
 _LOCK = threading.Lock()
 _LIBRARY: list[torch.library.Library] = []  # the registration, while anyone watches
+_KERNELS: list[tuple[str, str]] = []  # (operator overload, dispatch key) of each guard kernel registered
 
 
 _SEALED: list[bool] = []  # seal() was called: oracle() allows nothing in this process
@@ -112,10 +113,27 @@ def watch(apis: Iterable[str], on_use: Callable[[str, str], None], armed: Callab
     if not w.api_of:
         return None
     with _LOCK:
+        if _LIBRARY and not _registered():  # destroyed from inside: registered again
+            _LIBRARY.pop()._destroy()
         if not _LIBRARY:
             _LIBRARY.append(_register())
         _WATCHES.append(w)
     return w
+
+
+def watching(w: Watch | None) -> bool:
+    """Whether ``w`` (from :func:`watch`) still watches: it is a watcher and every guard kernel is
+    registered. False proves that code in this process removed it (only :func:`unwatch` does, and
+    the harness never calls it while a test runs)."""
+    if w is None:
+        return True
+    with _LOCK:
+        return w in _WATCHES and bool(_LIBRARY) and _registered()
+
+
+def _registered() -> bool:
+    """Every guard kernel is in the dispatcher."""
+    return all(torch._C._dispatch_has_kernel_for_dispatch_key(name, key) for name, key in tuple(_KERNELS))
 
 
 def unwatch(w: Watch | None) -> None:
@@ -140,6 +158,7 @@ def _guard_kernel(op, after: torch._C.DispatchKeySet):
 
 def _register() -> torch.library.Library:
     lib = torch.library.Library("aten", "IMPL")
+    kernels: list[tuple[str, str]] = []
     below_backend_select = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.BackendSelect)
     for op_name in sorted({op for ops in OPERATORS.values() for op in ops}):
         packet = getattr(torch.ops.aten, op_name)
@@ -147,7 +166,10 @@ def _register() -> torch.library.Library:
             op = getattr(packet, overload)
             qualified = op_name if overload == "default" else f"{op_name}.{overload}"
             lib.impl(qualified, _guard_kernel(op, below_backend_select), "BackendSelect", with_keyset=True)
+            kernels.append((op.name(), "BackendSelect"))
             if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"):
                 lib.impl(qualified, _guard_kernel(op, torch._C._after_autograd_keyset), "AutogradCPU",
                          with_keyset=True)
+                kernels.append((op.name(), "AutogradCPU"))
+    _KERNELS[:] = kernels
     return lib

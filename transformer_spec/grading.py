@@ -140,6 +140,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RUN] = GradingRun(chosen, grading, Path(grade_json).resolve() if grade_json else None, time_limit)
     target = under_test(config)
     target.guard = forbidden.Guard(chosen.forbidden, paths=target.files).install()
+    target.seal = target.guard.seal
     if config.getoption("--cov-submission"):
         submission_coverage.start(config, target.target, config.getoption("--cov-submission"))
 
@@ -148,7 +149,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     target = under_test(config)
     if target.guard is not None:
         target.guard.uninstall()
-        target.guard = None
+        target.guard = target.seal = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -305,6 +306,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     target = under_test(item.config)
     paths = target.paths()
     result = run.results.get(item.nodeid)
+    if target.guard is not None and target.seal is not None:  # removed from inside: a use of this test
+        target.seal = target.guard.check_seal(target.seal, f"during this test's {call.when}")
     uses = list(target.guard.uses) if target.guard is not None else []
     if call.when == "call" and uses and not report.failed:
         report.outcome = "failed"

@@ -28,6 +28,8 @@ class UnderTest:
     def __init__(self, target: str):
         self.target = target
         self.guard: forbidden.Guard | None = None
+        #: what the guard put in place, as installed (kept here, not on the guard the submission can reach)
+        self.seal: forbidden.Seal | None = None
         self._submission: loader.Submission | None = None
         self._paths: dict[str, list[Path]] = {}
 
@@ -36,6 +38,8 @@ class UnderTest:
         """The submission, imported on first use (never raises: see :func:`loader.load`)."""
         if self._submission is None:
             self._submission = loader.load(self.target, require_contract=True)
+            if self.guard is not None and self.seal is not None:  # removed by the import: put back
+                self.seal = self.guard.restore(self.seal)
         return self._submission
 
     @property

@@ -264,6 +264,17 @@ def expected_outputs(seed: int, names: list[str] | None = None,
 # --------------------------------------------------------------------------------------------
 # The re-check child: python -I -m transformer_spec.recheck --impl TARGET
 # --------------------------------------------------------------------------------------------
+def _failed(name: str, mode: str, exc: BaseException) -> dict:
+    """The child's message for a re-check that raised ``exc``."""
+    from . import forbidden, loader
+
+    text = str(exc).strip().splitlines()
+    return {"kind": "recheck", "name": name, "mode": mode,
+            "error": f"{type(exc).__name__}: {text[0][:300] if text else ''}",
+            "missing": isinstance(exc, loader.NotSubmitted),  # a name the submission does not define
+            "forbidden": isinstance(exc, forbidden.ForbiddenAPIError)}
+
+
 def child_main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -287,7 +298,9 @@ def child_main(argv: list[str] | None = None) -> int:
     guard = forbidden.Guard(channel.extra.get("forbidden", list(forbidden.DEFAULT_FORBIDDEN)),
                             paths=lambda: forbidden.submission_paths(args.impl)).install()
     forbidden_ops.seal()  # no oracle here: forbidden.oracle() opened by the submission allows nothing
+    seal = guard.seal  # as installed: the submission can reach the guard, not this frame's local
     sub = loader.load(args.impl)
+    seal = guard.restore(seal)  # removed by the import: put back (a use costs where it is made)
     if sub.error is not None:
         channel.send({"kind": "recheck-import-error", "error": sub.error})
         channel.close()
@@ -297,22 +310,19 @@ def child_main(argv: list[str] | None = None) -> int:
         check = known.get(name)
         if check is None or (mode == PUBLIC and check.public is None):
             continue
-        guard.uses.clear()
         try:
             with alarm.time_limit(seconds, f"the re-check {name}"), exits.no_process_exit():
                 arrays = run_one(check, sub, seed_of(check, mode, seed))  # a missing name raises loader.NotSubmitted
-            if guard.uses:
-                raise forbidden.ForbiddenAPIError(guard.uses[0].message)
             message = {"kind": "recheck", "name": name, "mode": mode, "arrays": encode_arrays(arrays)}
         except alarm.Expired:
             message = {"kind": "recheck", "name": name, "mode": mode, "error": f"did not finish in {seconds:g} s"}
         except (Exception, KeyboardInterrupt, SystemExit) as exc:  # whatever the submission raises fails it
-            text = str(exc).strip().splitlines()
-            message = {"kind": "recheck", "name": name, "mode": mode,
-                       "error": f"{type(exc).__name__}: {text[0][:300] if text else ''}",
-                       "missing": isinstance(exc, loader.NotSubmitted),  # a name the submission does not define
-                       "forbidden": isinstance(exc, forbidden.ForbiddenAPIError)}
+            message = _failed(name, mode, exc)
+        seal = guard.check_seal(seal, f"during the re-check {name}")
+        if guard.uses and not message.get("forbidden"):  # a use the submission caught, or the guard removed
+            message = _failed(name, mode, forbidden.ForbiddenAPIError(guard.uses[0].message))
         channel.send(message)
+        guard.uses.clear()
     channel.send({"kind": "recheck-done"})
     channel.close()
     return 0

@@ -150,6 +150,13 @@ def build_attacks(dest: Path, only: set[str] | None = None) -> dict[str, Expect]
                                     name=name)
             ex[name] = Expect("forbidden-api", "partial", zero=USES_ATTENTION, full=("ffn",),
                               extra={"same_as": "bypass_direct"})
+    for how in attacks.GUARD_REMOVALS:  # issue 26: the guard removed from inside costs the direct call
+        name = f"bypass_guard_removed_{how}"
+        if want(name):
+            write_patched_reference(dest, [("attention.py", attacks.GUARD_IMPORTS, attacks.GUARD_REMOVALS[how]),
+                                           ("attention.py", attacks.OUTPUT_LINE, attacks.GUARD_CALLS[how])], name=name)
+            ex[name] = Expect("forbidden-api", "partial", zero=USES_ATTENTION, full=("ffn",),
+                              extra={"same_as": "bypass_direct"})
     if want("bypass_sdpa_oracle_window"):
         write_patched_reference(dest, [("attention.py", attacks.OUTPUT_LINE, attacks.SDPA_ROUTES["oracle_window"])],
                                 name="bypass_sdpa_oracle_window")

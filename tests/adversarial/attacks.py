@@ -279,6 +279,23 @@ SDPA_ROUTES = {
                   "0.0, False, None, scale=scale)[0].nan_to_num(0.0)"),
 }
 
+# Issue 26: the forbidden-API guards of the child's own process, found with gc and uninstalled
+# (at import, in every call, or around the call and installed again), then the direct call.
+GUARD_IMPORTS = "import torch.nn.functional as F"
+FIND_GUARDS = (GUARD_IMPORTS + "\n\n\ndef _ts_guards():\n    import gc\n    from transformer_spec import forbidden\n"
+               "    return [o for o in gc.get_objects() if isinstance(o, forbidden.Guard)]\n")
+GUARD_REMOVALS = {
+    "at_import": FIND_GUARDS + "\n\nfor _ts_g in _ts_guards():\n    _ts_g.uninstall()\n",
+    "in_call": FIND_GUARDS,
+    "reinstalled": FIND_GUARDS,
+}
+GUARD_CALLS = {
+    "at_import": SDPA_ROUTES["direct"],
+    "in_call": "    for _g in _ts_guards():\n        _g.uninstall()\n" + SDPA_ROUTES["direct"],
+    "reinstalled": ("    _gs = _ts_guards()\n    for _g in _gs:\n        _g.uninstall()\n" + SDPA_ROUTES["direct"]
+                    + "\n    for _g in _gs:\n        _g.install()"),
+}
+
 REFERENCE_FROM_THREAD = '''
 import threading as _ts_threading
 def _ts_load():
