@@ -16,7 +16,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from transformer_spec import forbidden, loader
+from tests.adversarial import guard_removals
+from transformer_spec import files, forbidden, forbidden_names, loader
 from transformer_spec.outcomes import Kind
 from transformer_spec.patching import write_patched_reference
 
@@ -55,7 +56,7 @@ def lazy_reference():
 def cheater(tmp_path):
     path = tmp_path / "cheater.py"
     path.write_text(CHEATER)
-    guard = forbidden.Guard(paths=forbidden.submission_paths(str(path))).install()
+    guard = forbidden.Guard(paths=files.submission_paths(str(path))).install()
     try:
         sub = loader.load(str(path))  # imported after the guard, as in a graded run
         assert sub.error is None, sub.error
@@ -247,7 +248,7 @@ def test_uninstall_restores_torch(tmp_path):
 def test_import_time_use_makes_the_submission_unimportable_with_the_api_named(tmp_path):
     path = tmp_path / "eager.py"
     path.write_text("import reference\nscaled_dot_product_attention = reference.scaled_dot_product_attention\n")
-    with forbidden.Guard(paths=forbidden.submission_paths(str(path))):
+    with forbidden.Guard(paths=files.submission_paths(str(path))):
         sub = loader.load(str(path))
     assert sub.error is not None and "`import reference`" in sub.error and "eager.py:1" in sub.error
 
@@ -256,16 +257,16 @@ def test_the_list_is_configurable_and_checked():
     with forbidden.Guard(apis=["torch.nn.functional.gelu"], paths=[]) as guard:
         assert F.gelu is not F.relu and guard.apis == ("torch.nn.functional.gelu",)
     with pytest.raises(ValueError, match="'torch.nn.functional.no_such_function'"):
-        forbidden.validate(["torch.nn.functional.no_such_function"])
+        forbidden_names.validate(["torch.nn.functional.no_such_function"])
 
 
 def test_submission_paths_of_a_file_a_package_and_a_module_name(tmp_path):
     (tmp_path / "mine.py").write_text("")
     (tmp_path / "helper.py").write_text("")
     (tmp_path / "test_mine.py").write_text("")
-    assert forbidden.submission_paths(str(tmp_path / "mine.py")) == [tmp_path / "mine.py", tmp_path / "helper.py"]
-    assert forbidden.submission_paths(str(REPO / "reference")) == [REPO / "reference"]
-    assert forbidden.submission_paths("reference") == [REPO / "reference"]
+    assert files.submission_paths(str(tmp_path / "mine.py")) == [tmp_path / "mine.py", tmp_path / "helper.py"]
+    assert files.submission_paths(str(REPO / "reference")) == [REPO / "reference"]
+    assert files.submission_paths("reference") == [REPO / "reference"]
 
 
 def test_grading_a_submission_that_calls_sdpa_loses_the_attention_points(tmp_path):
@@ -321,26 +322,7 @@ def test_a_sealed_process_opens_no_oracle_window(tmp_path):
     assert done.stdout.strip() == "refused", done.stdout + done.stderr
 
 
-def _removals():
-    """Ways code in the process removes a guard (issue 26), each ``remove(guard)``."""
-    from transformer_spec import forbidden_files, forbidden_ops
-
-    def reinstall(g):
-        g.uninstall()
-        g.install()
-
-    return {
-        "uninstall": lambda g: g.uninstall(),
-        "uninstall_and_install": reinstall,
-        "library_destroyed": lambda g: forbidden_ops._LIBRARY[0]._destroy(),
-        # only this guard's (this run's own guard watches too, and would charge this test)
-        "operator_watch_dropped": lambda g: forbidden_ops._WATCHES.remove(g.seal.ops),
-        "file_watch_dropped": lambda g: forbidden_files._WATCHES.remove(g.seal.files),
-        "finder_dropped": lambda g: sys.meta_path.remove(g.seal.finder),
-    }
-
-
-@pytest.mark.parametrize("how", list(_removals()))
+@pytest.mark.parametrize("how", list(guard_removals.REMOVALS))
 def test_a_guard_removed_from_inside_is_seen_charged_and_put_back(how, tmp_path):
     """The seal kept by the harness is broken by every way of removing the guard; check_seal
     records a use (the test fails as forbidden) and installs the guard again, which catches the
@@ -350,7 +332,7 @@ def test_a_guard_removed_from_inside_is_seen_charged_and_put_back(how, tmp_path)
         seal = guard.seal
         assert guard.broken(seal) is None
         assert guard.check_seal(seal, "during this test") is seal and guard.uses == []
-        _removals()[how](guard)
+        guard_removals.REMOVALS[how](guard)
         assert guard.broken(seal) is not None, f"{how} is not seen"
         seal = guard.check_seal(seal, "during this test")
         assert [u.message for u in guard.uses] and "guard was removed" in guard.uses[0].message

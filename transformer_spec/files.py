@@ -1,7 +1,9 @@
-"""Files: the one atomic writer every tool and plugin uses, and paths as a student reads them."""
+"""Files: the one atomic writer every tool and plugin uses, which files are a submission's own, and
+paths as a student reads them."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import tempfile
 from pathlib import Path
@@ -63,3 +65,36 @@ def relative(path: str) -> str:
     except ValueError:
         return path
     return path if rel.startswith("..") else rel
+
+
+def submission_paths(target: str, origin: str | None = None) -> list[Path]:
+    """The files and folders that hold the submission's own code, without importing it.
+
+    A package (folder with ``__init__.py``, or a module name that resolves to one) is its whole
+    folder; a single ``.py`` file is the file and the other ``.py`` files beside it (helpers it
+    may import), except test files and ``conftest.py``.
+    """
+    path: Path | None = None
+    if origin and os.path.exists(origin):
+        path = Path(origin)
+    elif target.endswith(".py") or os.sep in target or "/" in target or Path(target).exists():
+        path = Path(target).expanduser()
+    else:
+        try:
+            spec = importlib.util.find_spec(target)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin and os.path.exists(spec.origin):
+            path = Path(spec.origin)
+    if path is None or not path.exists():
+        return []
+    path = path.resolve()
+    if path.is_dir():
+        return [path]
+    if path.name == "__init__.py":
+        return [path.parent]
+    paths = [path]
+    for sibling in sorted(path.parent.glob("*.py")):
+        if sibling != path and not sibling.name.startswith("test_") and sibling.name != "conftest.py":
+            paths.append(sibling)
+    return paths

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from . import forbidden_files, forbidden_ops, layout
+from . import forbidden_files, forbidden_names, forbidden_ops, layout
 from .files import relative
 from .loader import SubmissionError
 from .outcomes import Kind
@@ -82,39 +82,6 @@ class ForbiddenImport(ForbiddenAPIError, ImportError):
     """The submission imported a forbidden module (``reference``)."""
 
 
-def submission_paths(target: str, origin: str | None = None) -> list[Path]:
-    """The files and folders that hold the submission's own code, without importing it.
-
-    A package (folder with ``__init__.py``, or a module name that resolves to one) is its whole
-    folder; a single ``.py`` file is the file and the other ``.py`` files beside it (helpers it
-    may import), except test files and ``conftest.py``.
-    """
-    path: Path | None = None
-    if origin and os.path.exists(origin):
-        path = Path(origin)
-    elif target.endswith(".py") or os.sep in target or "/" in target or Path(target).exists():
-        path = Path(target).expanduser()
-    else:
-        try:
-            spec = importlib.util.find_spec(target)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is not None and spec.origin and os.path.exists(spec.origin):
-            path = Path(spec.origin)
-    if path is None or not path.exists():
-        return []
-    path = path.resolve()
-    if path.is_dir():
-        return [path]
-    if path.name == "__init__.py":
-        return [path.parent]
-    paths = [path]
-    for sibling in sorted(path.parent.glob("*.py")):
-        if sibling != path and not sibling.name.startswith("test_") and sibling.name != "conftest.py":
-            paths.append(sibling)
-    return paths
-
-
 class Use:
     """One recorded use of a forbidden API."""
 
@@ -123,6 +90,9 @@ class Use:
         self.where = where
         self.via = via  # how it was reached, if not by its own name
         self.text = text  # the whole message, for what is not a call (the guard removed)
+
+    def __repr__(self) -> str:
+        return f"Use({self.api!r}, {self.where!r})"
 
     @property
     def message(self) -> str:
@@ -140,7 +110,7 @@ class Seal:
         self.ops, self.files, self.finder, self.modules = ops, files, finder, modules
 
     def __repr__(self) -> str:
-        return f"Use({self.api!r}, {self.where!r})"
+        return f"Seal({self.modules!r})"
 
 
 class Guard:
@@ -224,7 +194,7 @@ class Guard:
     def install(self) -> Guard:
         modules = []
         for api in self.apis:
-            owner, attr, obj = _resolve(api)
+            owner, attr, obj = forbidden_names.resolve(api)
             if obj is None:  # a module: guarded at import ("reference": transformer_spec.reference in the wheel)
                 modules.append(layout.module_name(api))
             elif isinstance(obj, type):
@@ -414,35 +384,3 @@ class _ForbiddenFinder:
         if self.guard._is_forbidden_module(name):
             self.guard._check_import(name)
         return None
-
-
-def _resolve(api: str):
-    """``(owner, attribute, object)`` for a dotted name; ``object`` is None for a module."""
-    parts = api.split(".")
-    for i in range(len(parts), 0, -1):
-        module_name = ".".join(parts[:i])
-        try:
-            spec = importlib.util.find_spec(module_name)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None:
-            continue
-        if i == len(parts):
-            return None, "", None
-        owner = importlib.import_module(module_name)
-        for part in parts[i:-1]:
-            owner = getattr(owner, part)
-        if not hasattr(owner, parts[-1]):
-            break
-        return owner, parts[-1], getattr(owner, parts[-1])
-    if "." not in api:
-        return None, "", None  # a module not present here (the class grader's sandbox hides reference/): guarded by name
-    raise ValueError(f"forbidden API {api!r}: no module, class or function of that name")
-
-
-def validate(apis: Iterable[str]) -> None:
-    """Raise ``ValueError`` naming the first entry of ``apis`` that resolves to nothing."""
-    for api in apis:
-        if not isinstance(api, str) or not api:
-            raise ValueError(f"forbidden API entries must be dotted names, got {api!r}")
-        _resolve(api)

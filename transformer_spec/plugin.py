@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from . import forbidden, loader
+from . import files, forbidden, loader
 
 
 class UnderTest:
@@ -53,7 +53,7 @@ class UnderTest:
         sub = self._submission
         key = sub.origin if sub is not None and sub.module is not None else ""
         if key not in self._paths:
-            self._paths[key] = forbidden.submission_paths(self.target, key or None)
+            self._paths[key] = files.submission_paths(self.target, key or None)
         return self._paths[key]
 
     def paths(self) -> list[str]:

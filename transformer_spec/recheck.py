@@ -278,7 +278,7 @@ def _failed(name: str, mode: str, exc: BaseException) -> dict:
 def child_main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from . import exits, forbidden, forbidden_ops, isolation, loader
+    from . import exits, files, forbidden, forbidden_ops, isolation, loader
 
     parser = argparse.ArgumentParser(prog="python -m transformer_spec.recheck")
     parser.add_argument("--impl", required=True)
@@ -296,7 +296,7 @@ def child_main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(int(channel.extra.get("threads", 1)))
     guard = forbidden.Guard(channel.extra.get("forbidden", list(forbidden.DEFAULT_FORBIDDEN)),
-                            paths=lambda: forbidden.submission_paths(args.impl)).install()
+                            paths=lambda: files.submission_paths(args.impl)).install()
     forbidden_ops.seal()  # no oracle here: forbidden.oracle() opened by the submission allows nothing
     seal = guard.seal  # as installed: the submission can reach the guard, not this frame's local
     sub = loader.load(args.impl)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from . import forbidden, registry
+from . import forbidden, forbidden_names, registry
 
 try:  # Python 3.11+
     import tomllib
@@ -88,7 +88,7 @@ def parse_rubric(data: dict, source: str = "<rubric>") -> Rubric:
     hidden = _str_list(data, "hidden", source)
     forbidden_list = _str_list(data, "forbidden", source) if "forbidden" in data else list(forbidden.DEFAULT_FORBIDDEN)
     try:
-        forbidden.validate(forbidden_list)
+        forbidden_names.validate(forbidden_list)
     except ValueError as exc:
         raise RubricError(f"rubric {source}: `forbidden`: {exc}") from None
     return Rubric(components, tests, _str_list(data, "drop", source), hidden, forbidden_list, source)

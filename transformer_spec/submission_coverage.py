@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from . import forbidden
+from . import files
 
 
 def start(config: pytest.Config, target: str, htmldir: str) -> None:
@@ -18,7 +18,7 @@ def start(config: pytest.Config, target: str, htmldir: str) -> None:
         raise pytest.UsageError("--cov-submission needs pytest-cov: pip install pytest-cov") from None
     if config.pluginmanager.hasplugin("_cov"):
         raise pytest.UsageError("--cov-submission measures the submission itself; do not combine it with --cov")
-    paths = forbidden.submission_paths(target)
+    paths = files.submission_paths(target)
     if not paths:
         raise pytest.UsageError(f"--cov-submission: cannot find the submission {target!r} on disk")
     own = paths[0]
