@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import socket
 import unicodedata
@@ -16,7 +17,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from tests.tools_helpers import NO_CHROMIUM, chromium_dom
-from tools.grade import text
+from tools.grade import coverage_pages, text
 from tools.grade.feedback import feedback_md
 from tools.grade.output import Output
 from tools.grade.record import Record
@@ -127,24 +128,93 @@ def test_an_id_made_unique_says_so(tmp_path):
     assert set(notes) == {"alice.py", "alice.ipynb"} and all("would share the id 'alice'" in n for n in notes.values())
 
 
-HOSTILE_PAGE = (b"<html><head><script>document.title='ran'</script></head><body><p>42 %</p>"
-                b"<script>document.body.setAttribute('data-ran', '1')</script></body></html>")
+#: source text that would be markup if a page took it as HTML: a script, and a redirect to a page
+#: of the attacker's (``ARRIVED`` there)
+HOSTILE_SOURCE = ("x = 1  # </pre><script>document.body.setAttribute('data-ran', '1')</script>\n"
+                  "y = 2  # <meta http-equiv=\"refresh\" content=\"0;url=target.html\">\n"
+                  "def f():\n    return 3\n")
 
 
-def test_a_coverage_report_keeps_its_pages_and_drops_the_rest():
-    assert text.coverage_file("index.html", b"<p>x</p>").startswith(text.COVERAGE_POLICY)
-    assert text.coverage_file("a.html", b"<!DOCTYPE html>\n<p>").startswith(b"<!DOCTYPE html>" + text.COVERAGE_POLICY)
-    assert text.coverage_file("style.css", b"p{}") == b"p{}"
-    assert text.coverage_file("run.sh", b"rm -rf ~") is None and text.coverage_file("Makefile", b"x") is None
+def _coverage_report(**entries) -> bytes:
+    return json.dumps({"meta": {}, "files": entries}).encode()
+
+
+def test_coverage_pages_show_only_the_submissions_files_and_valid_lines(tmp_path):
+    """The child's JSON report is data: a name outside the grader's copy of the submission (absolute,
+    ``..``, or a link out of it), a file that is not ``.py``, and line numbers that are not lines of the
+    file are dropped; what remains is the source the grader copied, with the lines that ran."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "mine.py").write_text(HOSTILE_SOURCE)
+    (sub / "notes.txt").write_text("secret")
+    (tmp_path / "outside.py").write_text("instructor = 'secret'\n")
+    (sub / "link.py").symlink_to(tmp_path / "outside.py")
+    report = json.dumps({"files": {
+        str(sub / "mine.py"): {"executed_lines": [1, 2, 99, "3", True, -1], "missing_lines": [4, 2]},
+        str(tmp_path / "outside.py"): {"executed_lines": [1]}, "../outside.py": {"executed_lines": [1]},
+        str(sub / "link.py"): {"executed_lines": [1]}, str(sub / "notes.txt"): {"executed_lines": [1]},
+        "/etc/passwd": {"executed_lines": [1]}, 7: [], str(sub / "mine.py") + "\x00": {}}}).encode()
+    files = coverage_pages.read(report, sub)
+    assert [(f.name, f.executed, f.missing) for f in files] == [("mine.py", {1, 2}, {4})]
+    pages = coverage_pages.pages("=evil<b>", files)
+    assert set(pages) == {"index.html", "file1.html"}
+    for page in pages.values():
+        assert page.startswith(b"<!doctype html>\n" + text.COVERAGE_POLICY)
+        assert b"secret" not in page and b"<script>" not in page and b"<meta http-equiv=\"refresh" not in page
+    assert b"67 %" in pages["index.html"] and b"=evil&lt;b&gt;" in pages["index.html"]
+    assert coverage_pages.read(b"not json", sub) == [] and coverage_pages.read(b"[1]", sub) == []
+    assert b"No file of the submission was measured" in coverage_pages.pages("a", [])["index.html"]
 
 
 @pytest.mark.skipif(NO_CHROMIUM, reason="needs Chromium (CI installs it)")
-def test_no_script_of_a_coverage_page_runs_in_a_browser(tmp_path):
-    """``--coverage`` copies pages the child wrote: with the policy first, their scripts do not run
-    (the same page without it shows they would)."""
-    plain, kept = tmp_path / "plain.html", tmp_path / "kept.html"
-    plain.write_bytes(HOSTILE_PAGE)
-    kept.write_bytes(text.coverage_file("kept.html", b"<!doctype html>" + HOSTILE_PAGE))
-    assert 'data-ran="1"' in chromium_dom(plain), "the control: a script runs without the policy"
-    dom = chromium_dom(kept)
-    assert 'data-ran="1"' not in dom and "<title>ran</title>" not in dom and "42 %" in dom
+def test_a_coverage_page_shows_hostile_source_as_text_in_a_browser(tmp_path):
+    """A page the grader wrote from a source holding a script and a redirect shows both as text:
+    no script runs and the browser stays on the page (the same source as raw HTML does both)."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "mine.py").write_text(HOSTILE_SOURCE)
+    (tmp_path / "target.html").write_text("<p>ARRIVED</p>")
+    files = coverage_pages.read(_coverage_report(**{str(sub / "mine.py"): {"executed_lines": [1, 2]}}), sub)
+    page = tmp_path / "page.html"
+    page.write_bytes(coverage_pages.pages("alice", files)["file1.html"])
+    raw = tmp_path / "raw.html"
+    raw.write_text("<!doctype html><body><pre>" + HOSTILE_SOURCE + "</pre>")
+    control = chromium_dom(raw)
+    assert "ARRIVED" in control, "the control: the raw source redirects the browser"
+    dom = chromium_dom(page)
+    assert "ARRIVED" not in dom and 'data-ran="1"' not in dom, dom[-2000:]
+    assert "&lt;script&gt;" in dom and "def f():" in dom
+
+
+#: writes a page of its own into the folder the child's coverage report goes to
+COVERAGE_PAGE_WRITER = """
+import sys as _ts_sys, os as _ts_os
+if "--cov-submission" in _ts_sys.argv:
+    _ts_dir = _ts_sys.argv[_ts_sys.argv.index("--cov-submission") + 1]
+    _ts_os.makedirs(_ts_dir, exist_ok=True)
+    for _ts_name in ("evil.html", "index.html"):
+        with open(_ts_os.path.join(_ts_dir, _ts_name), "w") as _ts_f:
+            _ts_f.write('<meta http-equiv="refresh" content="0;url=https://example.invalid/">EVIL')
+"""
+
+
+def test_the_class_graders_coverage_pages_are_its_own(tmp_path):
+    """``tools.grade --coverage`` end to end: the student's pages are the grader's (written from the
+    child's JSON report), whatever the submission leaves in its coverage folder, and they show its
+    files with the lines that ran."""
+    from tests.adversarial.corpus import patched_package
+    from tests.test_grade_class import fast_settings
+    from tools import grade
+
+    patched_package(tmp_path / "class", "alice", append=COVERAGE_PAGE_WRITER)
+    settings = fast_settings()
+    settings.coverage = True
+    record = grade.grade_class(tmp_path / "class", tmp_path / "out", settings, jobs=1, progress=False, class_report=False)["alice"]
+    assert record.status == "ok" and record.total == record.possible, record.detail
+    cov = tmp_path / "out" / "students" / "alice" / "coverage"
+    names = sorted(p.name for p in cov.iterdir())
+    assert "index.html" in names and "evil.html" not in names and all(n.endswith(".html") for n in names)
+    index = (cov / "index.html").read_text()
+    assert "EVIL" not in index and "coverage of alice" in index and "attention.py" in index, index
+    page = next(p for p in cov.glob("file*.html") if "attention.py</h1>" in p.read_text()).read_text()
+    assert 'class="run"' in page and "scaled_dot_product_attention" in page

@@ -164,3 +164,45 @@ def test_fallback_tiers_confine_the_child(tier, as_uid, tmp_path):
     else:
         for name in ("read_reference", "list_tools", "connect", "fill_work"):
             assert str(got[name]).startswith("refused"), (name, got)
+
+
+#: Three more interpreters, each well under its own address-space limit, holding ``sys.argv[1]`` MiB each.
+HOGS = textwrap.dedent('''
+    import subprocess, sys, time
+    code = "b = bytearray(%s << 20)\\nb[::4096] = b'x' * len(b[::4096])\\nimport time\\ntime.sleep(30)" % sys.argv[1]
+    hogs = [subprocess.Popen([sys.executable, "-c", code], start_new_session=True) for _ in range(int(sys.argv[2]))]
+    time.sleep(8)
+    print("SURVIVED")
+''')
+
+
+@pytest.mark.parametrize("hogs, stopped", [(3, True), (1, False)])
+def test_bwrap_user_tier_watches_the_childs_processes_together(hogs, stopped, tmp_path):
+    """Issue 26: in ``bwrap-user`` the children keep the grader's uid, so the watch sums the child's
+    process tree (daemons re-parented inside its PID namespace included): three interpreters of 300
+    MiB under a 700 MiB limit are stopped, one is not."""
+    work = tmp_path / "work"
+    with sandbox.Sandbox("bwrap-user").jail() as jail:
+        assert jail.uid is None
+        run = run_child([sys.executable, "-I", "-c", HOGS, "300", str(hogs)], cwd=work,
+                        env={"PATH": os.environ["PATH"], "HOME": str(work)}, limits=Limits(memory_mb=700),
+                        extra={}, wall=60, jail=jail.seeing(sandbox.View(readonly=(), work=work)))
+    assert run.memory_limit is stopped, run.log()
+    assert ("SURVIVED" in run.log()) is not stopped, run.log()
+
+
+def test_tree_rss_counts_the_grandchildren():
+    code = ("import subprocess, sys\nc = 'b = bytearray(100 << 20)\\nb[::4096] = bytes(len(b[::4096]))\\n"
+            "import time\\ntime.sleep(20)'\np = [subprocess.Popen([sys.executable, '-c', c]) for _ in range(2)]\n"
+            "import time\ntime.sleep(20)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        import time
+        deadline = time.monotonic() + 15
+        while sandbox.tree_rss(proc.pid) < 200 << 20 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sandbox.tree_rss(proc.pid) >= 200 << 20
+    finally:
+        subprocess.run(["pkill", "-KILL", "-P", str(proc.pid)])
+        proc.kill()
+        proc.wait()

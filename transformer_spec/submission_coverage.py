@@ -10,8 +10,14 @@ import pytest
 from . import files
 
 
+#: the machine-readable report written beside the HTML pages (the class grader renders its own
+#: pages from it: tools/grade/coverage_pages.py)
+JSON_NAME = "coverage.json"
+
+
 def start(config: pytest.Config, target: str, htmldir: str) -> None:
-    """Register pytest-cov measuring the submission's code only (terminal report and HTML)."""
+    """Register pytest-cov measuring the submission's code only (terminal report, HTML, and coverage's
+    JSON report as ``HTMLDIR/coverage.json``)."""
     try:
         from pytest_cov.plugin import CovPlugin
     except ImportError:
@@ -33,5 +39,5 @@ def start(config: pytest.Config, target: str, htmldir: str) -> None:
     opt = config.option
     opt.cov_source = [True]
     opt.cov_config = str(rc)
-    opt.cov_report = {"term-missing": None, "html": htmldir}
+    opt.cov_report = {"term-missing": None, "html": htmldir, "json": str(Path(htmldir) / JSON_NAME)}
     config.pluginmanager.register(CovPlugin(opt, config.pluginmanager), "_cov")

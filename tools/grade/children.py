@@ -15,7 +15,7 @@ from pathlib import Path
 
 from transformer_spec import isolation, outcomes
 
-from .sandbox import Jail, uid_rss
+from .sandbox import Jail, tree_rss, uid_rss
 from .settings import LOG_KEEP, GradeError, Limits
 
 #: how often the memory of a child's processes together is measured, in seconds
@@ -72,7 +72,7 @@ class ChildRun:
     returncode: int | None = None
     timed_out: bool = False
     output_limit: bool = False
-    memory_limit: bool = False  # its processes together held more than the limit (watched by uid)
+    memory_limit: bool = False  # its processes together held more than the limit (by uid, or its process tree)
     output_bytes: int = 0
     head: bytes = b""
     tail: bytes = b""
@@ -163,16 +163,18 @@ def run_child(cmd: list[str], *, cwd: Path, env: dict, limits: Limits, extra: di
     sel.register(rep_r, selectors.EVENT_READ, "report")
     deadline = start + wall
     exited_at = None
-    # Each process has its own address-space limit; the uid's processes together are watched here
-    # (the tiers that give a child a uid of its own), so starting more interpreters gains nothing.
-    watch = jail is not None and jail.uid is not None and mem > 0
+    # Each process has its own address-space limit; the child's processes together are watched here
+    # (by its uid in the tiers that give it one, else as the process tree below it), so starting more
+    # interpreters gains nothing.
+    watch = jail is not None and mem > 0
+    held = (lambda: uid_rss(jail.uid)) if jail is not None and jail.uid is not None else (lambda: tree_rss(proc.pid))
     next_watch = start + WATCH_SECONDS
     try:
         while sel.get_map():
             now = time.monotonic()
             if watch and exited_at is None and now >= next_watch:
                 next_watch = now + WATCH_SECONDS
-                if uid_rss(jail.uid) > mem:
+                if held() > mem:
                     run.memory_limit = True
                     _kill_group(proc)
                     jail.reap()

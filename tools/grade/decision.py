@@ -8,11 +8,11 @@ import os
 import shutil
 from pathlib import Path
 
-from transformer_spec import outcomes, registry
+from transformer_spec import outcomes, registry, submission_coverage
 from transformer_spec.outcomes import Kind
 from transformer_spec.results_file import nodeid_of
 
-from . import absent, rechecks
+from . import absent, coverage_pages, rechecks
 from .children import ChildRun, run_child
 from .sandbox import Jail
 from .record import Record, first_line
@@ -56,28 +56,24 @@ def _grade_once(entry: Entry, ctx: Context, subhash: str) -> tuple[Record, Child
             record = decide(entry, ctx, run, subhash, target, sandbox, jail)
         record.seconds = round(run.seconds, 2)
         cov = None
-        if covdir and (covdir[0] / "htmlcov").is_dir():
+        if covdir:
             cov = sandbox / "coverage"
-            _copy_capped(covdir[0] / "htmlcov", cov)
-        elif covdir:
-            shutil.rmtree(sandbox, ignore_errors=True)
+            _coverage_pages(record.student, covdir[0] / "htmlcov" / submission_coverage.JSON_NAME, sandbox / "sub", cov)
         return record, run, cov
     finally:
         if not ctx.settings.coverage:
             shutil.rmtree(sandbox, ignore_errors=True)
 
 
-def _copy_capped(src: Path, dest: Path) -> None:
-    total = 0
-    for p in sorted(src.rglob("*")):
-        if p.is_symlink() or not p.is_file():
-            continue
-        total += p.stat().st_size
-        if total > MAX_COVERAGE_BYTES:
-            break
-        q = dest / p.relative_to(src)
-        q.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(p, q)
+def _coverage_pages(student: str, report: Path, sub: Path, dest: Path) -> None:
+    """The pages of the student's coverage report, written by the grader from the child's JSON report
+    (at most ``MAX_COVERAGE_BYTES`` of it; none, or a link, measures nothing) into ``dest``."""
+    data = b""
+    if report.is_file() and not report.is_symlink() and report.stat().st_size <= MAX_COVERAGE_BYTES:
+        data = report.read_bytes()
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, page in coverage_pages.pages(student, coverage_pages.read(data, sub)).items():
+        (dest / name).write_bytes(page)
 
 
 def not_run(tests: list[dict], why: str) -> list[dict]:

@@ -25,7 +25,7 @@ from .children import ChildRun
 from .feedback import feedback_md, results_json
 from .record import Record
 from .settings import RECORD, STATE_DIR
-from .text import coverage_file, file_name
+
 
 KEY_FILE = "key"
 
@@ -130,11 +130,9 @@ class Output:
         d = self.student_dir(record.student)
         self.write_derived(record)
         self.write(d / "log.txt", run.log() if run is not None else "")
-        if cov is not None and cov.is_dir():
-            for p in sorted(cov.rglob("*")):  # written by the child: its pages may hold no script
-                data = coverage_file(p.name, p.read_bytes()) if p.is_file() else None
-                if data is not None:
-                    self.write(d / "coverage" / file_name(str(p.relative_to(cov))), data)
+        if cov is not None and cov.is_dir():  # pages the grader wrote (coverage_pages), not the child
+            for p in sorted(cov.glob("*.html")):
+                self.write(d / "coverage" / p.name, p.read_bytes())
         self.write(d / RECORD, self.signed(record))
         self.records[record.student] = record
 

@@ -105,25 +105,8 @@ def md_block(text: str, info: str = "text") -> list[str]:
     return [fence + info, safe(text), fence]
 
 
-#: the policy written first in every page of a submission's coverage report (``--coverage``): the
-#: child wrote those pages, so no script of theirs runs and nothing is fetched or posted elsewhere
-#: (coverage's own sorting script is lost with it; the tables are plain HTML)
+#: the policy written first in every page of a coverage report (``--coverage``,
+#: :mod:`tools.grade.coverage_pages`): the grader writes those pages itself with every piece of the
+#: student's text escaped, and the policy is a second wall: no script runs, nothing is fetched or posted
 COVERAGE_POLICY = (b'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-                   b"style-src 'self' 'unsafe-inline'; img-src 'self' data:; form-action 'none'; base-uri 'none'\">\n")
-#: what a coverage report is made of; anything else the child left in its folder is not copied
-COVERAGE_SUFFIXES = (".html", ".css", ".png", ".svg", ".json", ".ico")
-
-
-def coverage_file(name: str, data: bytes) -> bytes | None:
-    """A file of the child's coverage report as the grader writes it: an HTML page with
-    :data:`COVERAGE_POLICY` first (after a leading doctype; a ``<meta>`` before anything else is
-    the page's head), other
-    report files as they are, anything else dropped (None)."""
-    suffix = name[name.rfind("."):].lower() if "." in name else ""
-    if suffix not in COVERAGE_SUFFIXES:
-        return None
-    if suffix != ".html":
-        return data
-    doctype = re.match(rb"\s*<!doctype[^<>]*>", data, re.IGNORECASE)  # kept first: no quirks mode
-    at = doctype.end() if doctype else 0
-    return data[:at] + COVERAGE_POLICY + data[at:]
+                   b"style-src 'unsafe-inline'; img-src data:; form-action 'none'; base-uri 'none'\">\n")
