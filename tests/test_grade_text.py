@@ -10,7 +10,12 @@ import csv
 import io
 import json
 import os
+import shlex
+import shutil
 import socket
+import subprocess
+import sys
+import time
 import unicodedata
 
 import pytest
@@ -18,6 +23,7 @@ from markdown_it import MarkdownIt
 
 from tests.tools_helpers import NO_CHROMIUM, chromium_dom
 from tools.grade import coverage_pages, text
+from tools.grade.settings import REPO
 from tools.grade.feedback import feedback_md
 from tools.grade.output import Output
 from tools.grade.record import Record
@@ -218,3 +224,42 @@ def test_the_class_graders_coverage_pages_are_its_own(tmp_path):
     assert "EVIL" not in index and "coverage of alice" in index and "attention.py" in index, index
     page = next(p for p in cov.glob("file*.html") if "attention.py</h1>" in p.read_text()).read_text()
     assert 'class="run"' in page and "scaled_dot_product_attention" in page
+
+
+def _tmux(*args: str) -> str:
+    return subprocess.run(["tmux", "-L", "ts-grade-text", *args], capture_output=True, text=True, timeout=30).stdout
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (CI installs it)")
+def test_a_terminal_shows_hostile_ids_as_text(tmp_path):
+    """``tools.grade`` in a real terminal (tmux): ids holding a window-title sequence and an "erase the
+    line, print a green ALL OK" sequence reach the progress bar and the summary as escapes; the
+    window title is untouched. The control prints the same name raw and the title changes."""
+    folder = tmp_path / "class"
+    folder.mkdir()
+    title, erase = "a\x1b]2;owned\x07.py", "b\x1b[2K\x1b[1G\x1b[32mALL OK\x1b[0m.py"
+    for name in (title, erase):
+        (folder / name).write_text("def f(:\n")
+    command = (f"{shlex.quote(sys.executable)} -m tools.grade {shlex.quote(str(folder))} --out {shlex.quote(str(tmp_path / 'out'))} "
+               "--tests spec_tests/test_torch_oracle.py --time-limit 20 --test-timeout 6 --wall 60; echo EXIT=$?")
+    _tmux("kill-server")
+    try:
+        _tmux("new-session", "-d", "-s", "g", "-x", "200", "-y", "40", "-c", str(REPO), "bash --norc --noprofile")
+        _tmux("send-keys", "-t", "g", "clear; " + command, "Enter")
+        deadline = time.monotonic() + 120
+        while "EXIT=" not in (screen := _tmux("capture-pane", "-p", "-t", "g")).replace("echo EXIT=", "") \
+                and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert "EXIT=0" in screen, screen
+        assert _tmux("display", "-p", "-t", "g", "#{pane_title}").strip() != "owned"
+        # the bar shows the last one graded, as an escape; nothing green or erased stands alone
+        assert "a\\x1b]2;owned\\x07" in screen or "b\\x1b[2K\\x1b[1G\\x1b[32mALL OK" in screen, screen
+        assert "ALL OK" not in screen.replace("\\x1b[32mALL OK", ""), screen
+        (tmp_path / "raw.txt").write_text(title)
+        _tmux("send-keys", "-t", "g", f"cat {shlex.quote(str(tmp_path / 'raw.txt'))}", "Enter")
+        deadline = time.monotonic() + 10
+        while _tmux("display", "-p", "-t", "g", "#{pane_title}").strip() != "owned" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _tmux("display", "-p", "-t", "g", "#{pane_title}").strip() == "owned", "the control: a raw name sets the title"
+    finally:
+        _tmux("kill-server")
