@@ -8,11 +8,14 @@ dtypes, eval determinism and generate's length are in ``test_contract_basics.py`
 reproducibility with a generator in ``test_snapshots.py``.)
 """
 
+import re
+
 import pytest
 import torch
 
 from transformer_spec import inputs
 from transformer_spec.assertions import assert_close, assert_equal
+from transformer_spec.loader import SubmissionError
 from transformer_spec.testing import (
     assert_raises_naming,
     decoder_block_shapes,
@@ -298,6 +301,37 @@ def test_generate_runs_in_eval_mode(impl):
         f"greedy generate in train() mode gave {got}, in eval() mode {expected}: generate must run in eval mode"
     )
 
+
+
+@pytest.mark.component("generate")
+@pytest.mark.parametrize("temperature", [1.0, 2.0])
+def test_generate_top_k_above_the_vocabulary_keeps_every_token_or_names_top_k(impl, temperature):
+    """The contract's free choice for ``top_k > vocab_size``: keep every token (then sampling is what
+    ``top_k=vocab_size`` or ``top_k=None`` samples with the same generator) or raise a ``ValueError``
+    naming ``top_k``. Any other error (``torch.topk``'s own ``RuntimeError``) fails."""
+    model = _minigpt(impl).eval()
+    call = f"generate([3, 1], max_new_tokens=6, temperature={temperature:g}, top_k={VOCAB + 5}) with vocab_size={VOCAB}"
+
+    def sample(top_k):
+        return model.generate([3, 1], max_new_tokens=6, temperature=temperature, top_k=top_k,
+                              generator=torch.Generator().manual_seed(0))
+
+    try:
+        got = sample(VOCAB + 5)
+    except ValueError as exc:
+        assert re.search(r"(?<![A-Za-z0-9_])top_k(?![A-Za-z0-9_])", str(exc)), (
+            f"{call} raised ValueError({str(exc)!r}): rejecting top_k > vocab_size is allowed, but the message "
+            f"must name `top_k`")
+        return
+    except SubmissionError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the student reads which error it was
+        raise AssertionError(f"{call} raised {type(exc).__name__}({str(exc)[:200]!r}): keep every token, or raise a "
+                             f"ValueError naming `top_k`") from None
+    keep_all = {"top_k=vocab_size": sample(VOCAB), "top_k=None": sample(None)}
+    assert got in keep_all.values(), (
+        f"{call} gave {got}; keeping every token samples what {' or '.join(f'{k} ({v})' for k, v in keep_all.items())} "
+        f"samples with the same generator")
 
 # ---------------------------------------------------------------- errors
 # d_model=10: num_heads=4 does not divide it (the case), num_heads=2 does (its valid control)

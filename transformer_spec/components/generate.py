@@ -34,6 +34,10 @@ PITFALLS = (
     pitfall("top_k_ignored", "generate",
             "generate ignores top_k: only the k most likely tokens may be sampled.",
             ("minigpt.py", "if top_k is not None and top_k < next_logits.numel():", "if False:")),
+    pitfall("top_k_above_vocabulary_crashes", "generate",
+            "generate passes a top_k larger than the vocabulary straight to torch.topk, which raises: keep every "
+            "token then (top_k = vocab_size), or raise a ValueError naming top_k.",
+            ("minigpt.py", "if top_k is not None and top_k < next_logits.numel():", "if top_k is not None:")),
     pitfall("generator_ignored", "generate",
             "generate ignores `generator`: pass it to torch.multinomial so sampling is reproducible.",
             ("minigpt.py", "torch.multinomial(probs, 1, generator=generator)", "torch.multinomial(probs, 1)")),
@@ -62,6 +66,12 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "window", lambda: gen([4, 1, 7, 7, 2, 9, 3, 11, 5, 6], 3, temperature=0))
     bp.capture(f, "sample_t0.5", lambda: gen([1, 2, 3], 6, temperature=0.5, generator=inputs.generator(5)))
     bp.capture(f, "sample_t3_top2", lambda: gen([1, 2, 3], 6, temperature=3.0, top_k=2, generator=inputs.generator(6)))
+
+    def top_k_above_vocabulary():
+        out = gen([1, 2, 3], 3, temperature=1.0, top_k=bp.VOCAB + 5, generator=inputs.generator(10))
+        return "returns tokens" if isinstance(out, list) and len(out) == 6 else f"returns {type(out).__name__}"
+
+    bp.capture(f, "top_k_above_vocabulary", top_k_above_vocabulary)
 
     def reproducible():
         torch.manual_seed(7)
