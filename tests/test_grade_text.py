@@ -62,6 +62,34 @@ def test_the_gradebook_never_starts_a_formula(tmp_path, value):
     assert rows[1][0] == "'" + text.safe(value) and rows[1][-1].startswith("'")
 
 
+
+FORMULAS = ["=2+5", "+1+1", "-1+2", "@SUM(1+1)", "=HYPERLINK(\"http://x\",\"ok\")", "=1+1;x"]
+
+
+@pytest.mark.skipif(shutil.which("ssconvert") is None, reason="needs Gnumeric's ssconvert (CI installs it)")
+def test_a_spreadsheet_shows_the_gradebook_as_text(tmp_path):
+    """A real spreadsheet (Gnumeric) opens the gradebook and evaluates nothing: every id and detail
+    reads back as the text it was. The control, the same cells written plainly, is evaluated."""
+    out = Output(tmp_path)
+    out.records = {v: _record(v, detail=v) for v in FORMULAS}
+    book = tmp_path / "gradebook.csv"
+    book.write_text(out.gradebook(["attention"]))
+    control = tmp_path / "control.csv"
+    with open(control, "w", newline="") as f:
+        csv.writer(f).writerows([["student", "detail"], *([v, v] for v in FORMULAS)])
+
+    def evaluated(path):
+        shown = path.with_name(path.stem + "-shown.csv")
+        subprocess.run(["ssconvert", str(path), str(shown)], capture_output=True, timeout=120, check=True)
+        with open(shown, newline="") as f:
+            return list(csv.DictReader(f))
+
+    shown = [r["student"] for r in evaluated(control)]
+    assert shown[0] == "7" and shown[4] == "ok", f"the control: plain cells are formulas ({shown})"
+    rows = evaluated(book)
+    assert sorted(r["student"] for r in rows) == sorted(FORMULAS)
+    assert all(r["detail"] == r["student"] for r in rows), rows
+
 def test_a_carriage_return_in_a_name_cannot_split_a_row(tmp_path):
     out = Output(tmp_path)
     out.records = {n: _record(n) for n in ("bob\r0,0,0\rmallory", "alice")}
