@@ -23,7 +23,7 @@ def raises_naming_word(fn, name, what, valid=None):
     the same call with valid arguments (:func:`transformer_spec.testing.assert_accepts`), must not
     (None where the test has just made that call itself)."""
     if valid is not None:
-        assert_accepts(valid, what)
+        assert_accepts(valid, what, (name,))
     with pytest.raises((ValueError, TypeError)) as info:
         fn()
     message = str(info.value)

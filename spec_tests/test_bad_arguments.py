@@ -177,7 +177,7 @@ def test_bad_argument_errors_name_the_argument_by_its_identifier(impl):
     wrong = []
     for case, call, names, control in CASES:
         try:
-            assert_accepts(valid(impl, control), case)
+            assert_accepts(valid(impl, control), case, names)
         except AssertionError as exc:
             wrong.append(str(exc))
             continue

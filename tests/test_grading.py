@@ -424,6 +424,32 @@ def test_shrinking_ends_after_its_calls_with_the_latest_failure_and_its_example(
     assert str(failures.leaf_exception(stopped.value)).startswith("too big: 40")
 
 
+
+def test_an_invalid_example_is_not_a_failure_when_shrinking_ends():
+    """Issue 27: a call rejected by ``assume()`` while shrinking is no failure: it is neither recorded
+    nor, when it is the last call, reported (hypothesis's own ``UnsatisfiedAssumption`` was once the
+    message, with the invalid example); the latest real failure and its example are."""
+    from hypothesis.errors import UnsatisfiedAssumption
+
+    from transformer_spec import failures
+
+    def inner(n):
+        if n == 7:
+            raise UnsatisfiedAssumption()  # what assume(n != 7) raises inside a property
+        raise RuntimeError(f"shapes do not match: {n}")
+
+    examples = failures.Examples()
+    wrapped = failures.wrap_inner_test(inner, (), examples, shrink_calls=1)
+    with pytest.raises(RuntimeError):
+        wrapped(n=40)
+    with pytest.raises(UnsatisfiedAssumption):
+        wrapped(n=7)  # within the budget: hypothesis's to handle, as without the wrapper
+    with pytest.raises(failures.NoShrink) as stopped:
+        wrapped(n=7)  # the last call is invalid: the example is the latest failure's
+    cause = failures.leaf_exception(stopped.value)
+    assert isinstance(cause, RuntimeError) and str(cause) == "shapes do not match: 40"
+    assert examples.find(cause) == [("n", 40)]
+
 DRAWING_PROPERTY = '''
 import pytest
 from hypothesis import given, strategies as st

@@ -136,3 +136,24 @@ def test_every_errors_check_has_a_valid_arguments_control(tmp_path, expected):
                                   impl=str(path))
     earned, possible = by_component(results)["errors"]
     assert possible > 0 and earned == 0, f"errors: {earned} / {possible} for code that raises on every call"
+
+
+def test_the_valid_arguments_control_fails_only_a_rejection_naming_the_argument():
+    """The control of an argument check (``testing.assert_accepts``) fails when the valid call is
+    rejected as the bad one must be (ValueError or TypeError naming the argument); any other error is
+    a mistake elsewhere, charged by that part's own tests (``keys_not_transposed`` once cost 48 tests
+    of 'errors' through the RuntimeError of its attention, now the 5 it cost before the control)."""
+    from transformer_spec.testing import assert_accepts
+
+    def raising(exc):
+        def call():
+            raise exc
+        return "f(valid)", call
+
+    for exc in (RuntimeError("mat1 and mat2 shapes cannot be multiplied"), IndexError("dim"),
+                TypeError("forward() takes 2 positional arguments but 3 were given"), ValueError("too many values")):
+        assert_accepts(raising(exc), "f", ("num_heads", "d_model"))
+    for exc in (ValueError("num_heads must divide d_model"), TypeError("D_MODEL must be an int")):
+        with pytest.raises(AssertionError, match="valid arguments"):
+            assert_accepts(raising(exc), "f", ("num_heads", "d_model"))
+    assert_accepts(("f()", lambda: None), "f", ("num_heads",))

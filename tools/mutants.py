@@ -8,8 +8,9 @@
 
 Each pitfall of :mod:`transformer_spec.pitfalls` is applied to a fresh copy of ``reference/``,
 and every row is graded as one class by the class grader (``tools.grade``: a sandboxed pytest
-child per row running ``spec_tests properties`` with hypothesis profile ``mutation``, few
-derandomised examples, no shrinking, one torch thread; then the hidden re-checks). The failing
+child per row running ``spec_tests properties`` with hypothesis profile ``grading``, what a student
+is graded with: derandomised examples and a bounded shrink, one torch thread; then the hidden
+re-checks; ``--profile mutation`` runs it without shrinking). The failing
 tests the child's pytest reports, grouped by their component, make one row of the matrix. Every
 row is honest code, so its class grade must be exactly that pytest report, with status ``ok``: a
 row whose hidden re-check costs a test, or that is called ``tampering``, is a ``GRADER DIFFERS``
@@ -24,7 +25,9 @@ a way the contract leaves free: another dropout placement inside attention, a ti
 
 Exit status 1 if the reference, the independent implementation or a variation fails any test, if a pitfall
 survives (no test fails), if a pitfall is killed only outside its own component (the grade
-would blame the wrong part), or if the class grade of any row differs from its pytest report.
+would blame the wrong part), if the class grade of any row differs from its pytest report, or if
+a failure message is one a student cannot read (issue 27: it holds one of hypothesis's own errors,
+or a property that failed does not show its smallest failing example).
 No early stop: every run goes to the end, so the matrix shows every component that notices.
 """
 
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -39,9 +43,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import hypothesis.errors
+
 from tools.grade.batch import grade_class
 from tools.grade.settings import DEFAULT_TESTS, Limits, Settings
 from transformer_spec import registry
+from transformer_spec.failures import EXAMPLE_HEADING
+from transformer_spec.hypothesis_profiles import GRADING_PROFILE, PROFILES
 from transformer_spec.outcomes import Kind
 from transformer_spec.patching import INDEPENDENT_IMPL, write_patched_reference
 from transformer_spec.registry import Pitfall
@@ -54,7 +62,7 @@ REPO = Path(__file__).resolve().parent.parent
 REFERENCE = "(reference)"
 INDEPENDENT = "(independent)"
 CORRECT = {REFERENCE: "reference", INDEPENDENT: str(INDEPENDENT_IMPL)}  # rows that must be clean
-PROFILE = "mutation"
+PROFILE = GRADING_PROFILE
 
 
 @dataclass
@@ -77,6 +85,7 @@ class Row:
     status: str = "ok"  # the class grader's
     class_total: float = 0.0
     differs: list[str] = field(default_factory=list)  # tests whose class grade is not the child's pytest report
+    unreadable: list[str] = field(default_factory=list)  # failures a student cannot read (student_messages)
 
     @property
     def same_as_pytest(self) -> bool:
@@ -97,6 +106,8 @@ class Row:
             return "ERROR"
         if not self.same_as_pytest:
             return "GRADER DIFFERS"
+        if self.unreadable:
+            return "UNREADABLE"
         if self.component is None or self.must_pass:
             return "clean" if not self.failed else "CORRECT CODE FAILS"
         if not self.failed:
@@ -108,10 +119,30 @@ class Row:
         return self.verdict in ("clean", "killed")
 
 
-def grader_settings(jobs: int = 2) -> Settings:
+def grader_settings(profile: str = PROFILE) -> Settings:
     """How the kill matrix grades a row: as ``tools.grade`` grades a student (sandbox, limits, hidden
-    re-checks), with the ``mutation`` profile, one torch thread and no named diagnosis."""
-    return Settings(list(DEFAULT_TESTS), None, Limits(threads=1), hypothesis_profile=PROFILE, diagnose=False)
+    re-checks, the ``grading`` profile), with one torch thread and no named diagnosis."""
+    return Settings(list(DEFAULT_TESTS), None, Limits(threads=1), hypothesis_profile=profile, diagnose=False)
+
+
+#: the names of hypothesis's own errors (its module's exception classes): a failure message that
+#: holds one shows the tool's internals instead of the student's mistake
+HYPOTHESIS_ERRORS = tuple(sorted(n for n, c in vars(hypothesis.errors).items()
+                                 if isinstance(c, type) and issubclass(c, BaseException) and not n.startswith("_")))
+
+
+def unreadable(test: dict) -> str | None:
+    """Why the failure message of ``test`` (a record's failed test) is not one a student can read,
+    or None: it holds a hypothesis error, or it is a property that failed on a value and does not
+    show its smallest failing example (issue 27)."""
+    output = test.get("output") or ""
+    internal = [n for n in HYPOTHESIS_ERRORS if re.search(rf"(hypothesis\.errors\.|\b){n}\b(:|\()", output)]
+    if internal:
+        return f"a hypothesis error ({', '.join(internal)})"
+    if nodeid_of(test).startswith("properties/") and test.get("kind") in (Kind.ASSERTION, Kind.ERROR) \
+            and EXAMPLE_HEADING not in output:
+        return "no smallest failing example"
+    return None
 
 
 def write_row(item: Pitfall | Variation | str, folder: Path) -> None:
@@ -148,6 +179,9 @@ def row_of(item: Pitfall | Variation | str, record) -> Row:
             continue
         if t["status"] == "passed":
             continue
+        why = unreadable(t)
+        if why:
+            row.unreadable.append(f"{nodeid_of(t)}: {why}")
         if kind == Kind.NOT_RUN:
             row.error = f"tests not run ({t['output'].splitlines()[0] if t['output'] else record.detail})"
         if name == INDEPENDENT and kind == Kind.NOT_SUBMITTED:
@@ -160,7 +194,7 @@ def row_of(item: Pitfall | Variation | str, record) -> Row:
     return row
 
 
-def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None) -> list[Row]:
+def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, profile: str = PROFILE) -> list[Row]:
     """Grade the correct implementations and each pitfall or variation of ``pitfalls`` (in that
     order) as one class through ``tools.grade`` (``jobs`` students at a time); their rows."""
     items = [*CORRECT, *pitfalls]
@@ -169,7 +203,7 @@ def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None) -
         folder.mkdir()
         for item in items:
             write_row(item, folder)
-        records = grade_class(folder, Path(tmp) / "grades", grader_settings(), jobs=jobs, progress=False,
+        records = grade_class(folder, Path(tmp) / "grades", grader_settings(profile), jobs=jobs, progress=False,
                               class_report=False)
     rows = []
     for item in items:
@@ -212,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show-tests", action="store_true",
                         help="list every failing test of each pitfall (default: up to 3 of its own component)")
     parser.add_argument("--json", metavar="PATH", help="also write the matrix as JSON")
+    parser.add_argument("--profile", default=PROFILE, choices=PROFILES,
+                        help=f"the hypothesis profile of every row (default {PROFILE!r}, what a student is graded with)")
     parser.add_argument("--list", action="store_true", help="list the pitfalls and the variations, and exit")
     parser.add_argument("--diagnose-accuracy", action="store_true",
                         help="measure how often transformer_spec.diagnose names each pitfall, and exit")
@@ -241,9 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     n_pitfalls = len(rows_to_run) - n_variations
 
     print(f"grading the reference, the independent implementation, {n_variations} allowed variations and "
-          f"{n_pitfalls} pitfalls, {args.jobs} at a time (hypothesis profile {PROFILE!r})", flush=True)
+          f"{n_pitfalls} pitfalls, {args.jobs} at a time (hypothesis profile {args.profile!r})", flush=True)
     start = time.monotonic()
-    rows = run_all(rows_to_run, jobs=max(1, args.jobs), progress=_print_row)
+    rows = run_all(rows_to_run, jobs=max(1, args.jobs), progress=_print_row, profile=args.profile)
     elapsed = time.monotonic() - start
 
     print()
@@ -271,8 +307,14 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         if r.differs or not r.same_as_pytest:
             print(f"{r.name}: class grade differs from its pytest report (status {r.status}): " + "; ".join(r.differs[:3]))
+    for r in rows:
+        if r.unreadable:
+            print(f"{r.name}: {len(r.unreadable)} failure message(s) a student cannot read: " + "; ".join(r.unreadable[:3]))
+    readable = sum(1 for r in rows if not r.unreadable)
     print()
     print(f"class grade equal to the child's pytest report, with status ok, for {same} / {len(rows)} rows")
+    print(f"every failure message readable (no hypothesis error; each failing property shows its smallest "
+          f"example) for {readable} / {len(rows)} rows")
     print(f"{killed} / {n_pitfalls} pitfalls killed inside their own component; "
           f"{clean} / {n_variations} allowed variations clean; "
           f"reference: {rows[0].verdict}; independent implementation: {rows[1].verdict}; "
@@ -282,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": round(elapsed, 1), "jobs": args.jobs,
             "rows": [{"name": r.name, "component": r.component, "must_pass": r.must_pass,
                       "verdict": r.verdict, "error": r.error, "status": r.status,
-                      "class_total": r.class_total, "differs": r.differs,
+                      "class_total": r.class_total, "differs": r.differs, "unreadable": r.unreadable,
                       "seconds": round(r.seconds, 1), "total": r.total, "failed": r.failed} for r in rows],
         }, indent=2) + "\n")
     for r in bad:

@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from hypothesis.errors import UnsatisfiedAssumption
+
 from . import contract, layout, loader
 from .files import relative
 from .outcomes import Kind, is_out_of_memory
@@ -111,6 +113,12 @@ def wrap_inner_test(inner, fixturenames, examples: Examples, shrink_calls: int =
             _recording_data(value, drawn, name)
         try:
             result = inner(*args, **kwargs)
+        except UnsatisfiedAssumption:
+            # not a failure: the example was invalid (``assume``). On the last call the smallest
+            # failing example is the latest failure's, as when the call passes.
+            if last:
+                raise NoShrink(str(latest)) from latest
+            raise
         except Exception as exc:
             from hypothesis.strategies import DataObject
 

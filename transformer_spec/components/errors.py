@@ -11,7 +11,7 @@ import torch
 import numpy as np
 
 from .. import behaviour as bp
-from .. import inputs, loader
+from .. import inputs, loader, testing
 from ..registry import Component, Recheck, pitfall
 
 NAMES = (
@@ -61,7 +61,8 @@ def behaviour(impl, f: bp.Features) -> None:
 # broken (each is one a pitfall of this component breaks; a dropout above one is not re-checked: no
 # pitfall breaks its check, so the re-check could not be shown to fail). The outcome is what
 # the anchor asserts (testing.assert_raises_naming): the same call with a valid argument in the bad
-# one's place raised nothing (the anchor's control: code that raises on every call checks nothing),
+# one's place was not rejected naming the argument (the anchor's control: code that raises so on every
+# call checks nothing; another error there is a mistake elsewhere),
 # and the bad call raised ValueError or TypeError whose message contains one of the names, as
 # arrays; the reference's is True, True, True.
 BAD = "spec_tests/test_bad_arguments.py::test_bad_argument_raises_an_error_naming_it"
@@ -69,15 +70,15 @@ BEHAVIOURS = "spec_tests/test_behaviours.py::"
 
 
 def outcome(call, valid, *names: str) -> dict[str, np.ndarray]:
-    """Whether ``valid()`` returned, whether ``call()`` raised ValueError or TypeError, and whether
+    """Whether ``valid()`` was accepted (not rejected naming one of ``names``), whether ``call()`` raised ValueError or TypeError, and whether
     its message names one of ``names``."""
+    accepted = True
     try:
         valid()
-        accepted = True
     except loader.SubmissionError:
         raise  # a name not submitted (or a refused call) is the child's to report, not a wrong answer
-    except Exception:  # noqa: BLE001 - the control raising is a wrong answer, not a crash of the re-check
-        accepted = False
+    except Exception as exc:  # noqa: BLE001 - rejecting the valid arguments is a wrong answer (testing.assert_accepts)
+        accepted = not testing.rejects_naming(exc, names)
     raised = named = False
     try:
         call()
