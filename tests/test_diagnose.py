@@ -54,6 +54,29 @@ def test_the_reference_gets_no_diagnosis():
         assert "no difference" in d.message()
 
 
+
+def test_a_component_downstream_of_a_mistake_points_to_it_and_names_nothing_of_its_own(tmp_path):
+    """Issue 27: the keys split into heads by ``view`` alone (a mistake in 'mha' the catalogue does
+    not hold) once made 'generate' name ``embedding_not_scaled``; a part whose callees behave wrongly
+    now names only what their own probes name, and says where its failures come from."""
+    impl = _broken(tmp_path, ("multihead.py", "K = self.W_K(key).view(B, Lk, self.num_heads, self.d_k).transpose(1, 2)",
+                              "K = self.W_K(key).view(B, self.num_heads, Lk, self.d_k)"))
+    found = diagnose.diagnose(impl, ["mha", "generate"])
+    assert not found["generate"].matches and not found["generate"].partial
+    assert found["generate"].caused_by[0] == "mha", found["generate"].caused_by
+    assert "likely caused by a mistake in 'mha'" in found["generate"].message()
+    assert not found["mha"].caused_by, "attention, which mha calls, is correct"
+
+
+def test_an_upstream_mistake_is_named_downstream_only_as_its_parts(tmp_path):
+    """A fixed attention dropout behaves in MiniGPT like blocks that keep their default dropout; only
+    'mha''s own probes can tell, so MiniGPT names the mha mistake, as a mistake of that part."""
+    impl = _broken(tmp_path, *BY_NAME["mha_dropout_argument_ignored"].patches)
+    found = diagnose.diagnose(impl, ["mha", "minigpt"])
+    assert found["mha"].names == ["mha_dropout_argument_ignored"]
+    assert found["minigpt"].names == ["mha_dropout_argument_ignored"]
+    assert "(a mistake in the 'mha' part)" in found["minigpt"].message()
+
 def test_an_unknown_mistake_is_not_named(tmp_path):
     impl = _broken(tmp_path, ("masks.py", "torch.triu(ones, diagonal=1)", "torch.triu(ones, diagonal=3)"))
     d = diagnose.diagnose(impl, ["masks"])["masks"]

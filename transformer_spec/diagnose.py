@@ -40,6 +40,9 @@ class Diagnosis:
     matches: list[Pitfall]      # agree on every feature of the component
     partial: list[Pitfall]      # agree on the pitfall's evidence only
     differs_from_reference: bool
+    #: the components it calls whose own probes differ from a correct implementation: its failures
+    #: may come from there, so it names only what their own diagnoses name
+    caused_by: tuple[str, ...] = ()
 
     @property
     def names(self) -> list[str]:
@@ -59,6 +62,11 @@ class Diagnosis:
             head = (f"Diagnosis for '{self.component}' (partial): where this known mistake shows, your code "
                     f"behaves like it, but it also differs elsewhere (maybe more than one problem):")
             return "\n".join([head, *map(line, self.partial[:3])])
+        if self.caused_by:
+            parts = " and ".join(f"'{c}'" for c in self.caused_by)
+            return (f"Diagnosis for '{self.component}': it calls {parts}, whose own behaviour already differs from a "
+                    f"correct implementation, so these failures are likely caused by a mistake in {parts}: fix "
+                    f"that first (see its diagnosis and failing tests), then run the tests again.")
         if not self.differs_from_reference:
             return (f"Diagnosis for '{self.component}': the diagnosis probes found no difference from a correct "
                     f"implementation, so no known mistake is named; read the failing tests' messages.")
@@ -66,39 +74,73 @@ class Diagnosis:
                 f"(transformer_spec/pitfalls.py) matches your code's behaviour; read the failing tests' messages.")
 
 
+#: feature values that say a name is missing or still a stub: no behaviour, so no difference upstream
+_ABSENT = ("not submitted", "raises NotImplementedError")
+
+
+def _own_diagnosis(comp: str, sub: dict, table) -> Diagnosis:
+    """What the probes of ``comp`` alone say: the catalogue's full and partial matches."""
+    ref = table["reference"][comp]
+    keys = sorted(set(sub) | set(ref))
+    differs = any(not behaviour.same(sub.get(k), ref.get(k)) for k in keys)
+    matches, partial = [], []
+    explained: set[str] = set()
+    if differs:
+        for p in catalogue.candidates(comp):
+            ev = catalogue.evidence(table, p.name, comp)
+            if not ev:
+                continue
+            theirs = table[p.name][comp]
+            if all(behaviour.same(sub.get(k), theirs.get(k)) for k in sorted(set(sub) | set(theirs))):
+                matches.append(p)
+            elif all(behaviour.same(sub.get(k), theirs.get(k)) for k in ev):
+                partial.append((len(ev), p))
+                explained |= set(ev)
+    # Partial matches are named only when together they explain every difference from the
+    # reference: a mistake that agrees on its own evidence (perhaps one yes/no behaviour) while
+    # other behaviours are unexplained is a guess, and a wrong name misleads more than none.
+    different = {k for k in keys if not behaviour.same(sub.get(k), ref.get(k))}
+    if not different <= explained:
+        partial = []
+    partial_sorted = [p for _, p in sorted(partial, key=lambda t: -t[0])]
+    # own-component pitfalls first: a mistake in this very part is the likelier explanation
+    matches.sort(key=lambda p: p.component != comp)
+    return Diagnosis(comp, matches, partial_sorted, differs)
+
+
+def _shows_a_difference(comp: str, sub: dict, table) -> bool:
+    """The probes of ``comp`` show a behaviour of its own that differs from the reference (a name
+    missing or a stub is no behaviour)."""
+    ref = table["reference"][comp]
+    return any(not behaviour.same(sub.get(k), ref.get(k)) and sub.get(k) not in _ABSENT
+               for k in set(sub) | set(ref))
+
+
 def diagnose(impl, components: Iterable[str], table=None) -> dict[str, Diagnosis]:
-    """A :class:`Diagnosis` per component for the loaded submission ``impl``."""
+    """A :class:`Diagnosis` per component for the loaded submission ``impl``.
+
+    A mistake of another part is named here only when that part's own probes name it; a mistake of
+    this part only when nothing it calls (:func:`registry.upstream`) behaves differently from a
+    correct implementation, else it says its failures are likely caused there. A name read off
+    behaviour that an upstream mistake changed would send the student to the wrong place (issue 27)."""
     comps = list(components)
-    table = table if table is not None else catalogue.catalogue_features(comps)
-    mine = behaviour.features(impl, comps)
+    needed = [c for c in registry.names() if c in comps or any(c in registry.upstream(x) for x in comps)]
+    table = table if table is not None else catalogue.catalogue_features(needed)
+    mine = behaviour.features(impl, needed)
+    own = {c: _own_diagnosis(c, mine[c], table) for c in needed}
+    shown = {c: {p.name for p in (d.matches or d.partial)} for c, d in own.items()}
     out = {}
     for comp in comps:
-        sub, ref = mine[comp], table["reference"][comp]
-        keys = sorted(set(sub) | set(ref))
-        differs = any(not behaviour.same(sub.get(k), ref.get(k)) for k in keys)
-        matches, partial = [], []
-        explained: set[str] = set()
-        if differs:
-            for p in catalogue.candidates(comp):
-                ev = catalogue.evidence(table, p.name, comp)
-                if not ev:
-                    continue
-                theirs = table[p.name][comp]
-                if all(behaviour.same(sub.get(k), theirs.get(k)) for k in sorted(set(sub) | set(theirs))):
-                    matches.append(p)
-                elif all(behaviour.same(sub.get(k), theirs.get(k)) for k in ev):
-                    partial.append((len(ev), p))
-                    explained |= set(ev)
-        # Partial matches are named only when together they explain every difference from the
-        # reference: a mistake that agrees on its own evidence (perhaps one yes/no behaviour) while
-        # other behaviours are unexplained is a guess, and a wrong name misleads more than none.
-        different = {k for k in keys if not behaviour.same(sub.get(k), ref.get(k))}
-        if not different <= explained:
-            partial = []
-        partial_sorted = [p for _, p in sorted(partial, key=lambda t: -t[0])]
-        # own-component pitfalls first: a mistake in this very part is the likelier explanation
-        matches.sort(key=lambda p: p.component != comp)
-        out[comp] = Diagnosis(comp, matches, partial_sorted, differs)
+        d = own[comp]
+        upstream = tuple(u for u in registry.upstream(comp) if _shows_a_difference(u, mine[u], table))
+
+        def kept(p: Pitfall) -> bool:
+            if p.component != comp:  # a mistake of a part it calls: only if that part's own probes show it
+                return p.name in shown.get(p.component, ())
+            return not upstream  # its own mistake: only if nothing it calls behaves differently
+
+        out[comp] = Diagnosis(comp, [p for p in d.matches if kept(p)], [p for p in d.partial if kept(p)],
+                              d.differs_from_reference, upstream)
     return out
 
 

@@ -128,21 +128,23 @@ def get(name: str) -> Component:
     raise KeyError(f"unknown component {name!r}; the components are {', '.join(names())}")
 
 
+def upstream(name: str) -> tuple[str, ...]:
+    """The components ``name`` calls, directly or through others (the contract's composition), in
+    report order: where a mistake that shows in ``name`` may come from."""
+    table = {c.name: c.depends_on for c in components()}
+    found, todo = set(), list(table.get(name, ()))
+    while todo:
+        d = todo.pop()
+        if d not in found:
+            found.add(d)
+            todo.extend(table.get(d, ()))
+    return tuple(c for c in names() if c in found)
+
+
 def affected_by(name: str) -> tuple[str, ...]:
     """The components a mistake in ``name`` can change: itself and every component that
     depends on it, directly or through others (the contract's composition), in report order."""
-    table = {c.name: c.depends_on for c in components()}
-
-    def calls(c: str) -> set[str]:  # every component ``c`` calls, directly or through others
-        found, todo = set(), list(table.get(c, ()))
-        while todo:
-            d = todo.pop()
-            if d not in found:
-                found.add(d)
-                todo.extend(table.get(d, ()))
-        return found
-
-    return tuple(c for c in names() if c == name or name in calls(c))
+    return tuple(c for c in names() if c == name or name in upstream(c))
 
 
 #: Every catalogue copy (pitfalls and allowed variations) generates through the plain loop that

@@ -58,6 +58,11 @@ PITFALLS = (
             "Multi-head attention does not pass `mask` on to the attention: blocked keys are attended.",
             ("multihead.py", "scaled_dot_product_attention(Q, K, V, mask, dropout=self.dropout)",
              "scaled_dot_product_attention(Q, K, V, None, dropout=self.dropout)")),
+    pitfall("mha_dropout_argument_ignored", "mha",
+            "The attention dropout ignores the `dropout` argument (a fixed nn.Dropout(0.1)): with dropout=0.0 the "
+            "attention weights must not be dropped, in train() mode too.",
+            ("multihead.py", "self.dropout = nn.Dropout(check_dropout(dropout))",
+             "check_dropout(dropout)\n        self.dropout = nn.Dropout(0.1)")),
     pitfall("mha_dropout_in_eval", "mha",
             "Attention dropout stays active in eval(): dropout must act only in train() mode.",
             ("multihead.py", "scaled_dot_product_attention(Q, K, V, mask, dropout=self.dropout)",
@@ -90,6 +95,12 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "self_causal", lambda: bp.module(impl.MultiHeadSelfAttention, p, d_model=bp.D, num_heads=bp.H,
                                                dropout=0.0)(x, inputs.causal(4)))
     bp.capture(f, "eval_deterministic", lambda: bp.deterministic(lambda: mha(0.5)(query, key, value)[0]))
+
+    def train_without_dropout():  # dropout=0.0: nothing is dropped in train() mode either
+        m = mha(0.0).train()
+        return bp.deterministic(lambda: m(query, key, value)[0])
+
+    bp.capture(f, "train_dropout_0_deterministic", train_without_dropout)
 
 
 def _mha(mask_kind: str, dtype: str):
