@@ -99,6 +99,25 @@ def test_import_failure_becomes_one_line(tmp_path, source, expected):
     assert not sub.has("scaled_dot_product_attention")
 
 
+
+@pytest.mark.parametrize("package", [False, True], ids=["file", "package"])
+def test_a_null_byte_is_placed_and_its_fix_said(tmp_path, package):
+    """Issue 27: Python reports a null byte in the source with no file and no line ("at None:None");
+    the loader finds the first one itself."""
+    source = b"x = 1\ny = 2\x00\n"
+    if package:
+        (tmp_path / "pkg").mkdir()
+        (tmp_path / "pkg" / "__init__.py").write_text("from .helper import y\n")
+        (tmp_path / "pkg" / "helper.py").write_bytes(source)
+        target, file = tmp_path / "pkg", tmp_path / "pkg" / "helper.py"
+    else:
+        target = file = tmp_path / "mine.py"
+        file.write_bytes(source)
+    sub = loader.load(str(target))
+    assert f"(at {file}:2)" in sub.error and "None" not in sub.error, sub.error
+    fix = sub.fix
+    assert f"remove the null bytes from {file} (the first on line 2)" in fix and "None" not in fix, fix
+
 def test_nonexistent_path_is_reported(tmp_path):
     sub = loader.load(str(tmp_path / "nope.py"))
     assert "no such file or folder" in sub.error

@@ -264,7 +264,7 @@ def _reason(target: str, exc: BaseException) -> str:
     own = [f for f in frames if "importlib" not in f.filename and "transformer_spec" not in f.filename]
     where = f" (at {_place(own[-1].filename, own[-1].lineno)})" if own else ""
     if isinstance(exc, SyntaxError):
-        return f"SyntaxError: {exc.msg} (at {_place(exc.filename, exc.lineno)})"
+        return f"SyntaxError: {exc.msg} (at {_place(*_syntax_place(target, exc))})"
     if isinstance(exc, ModuleNotFoundError) and exc.name != target:
         return f"it needs the module {exc.name!r}, which is not installed{where}"
     if isinstance(exc, ModuleNotFoundError):
@@ -278,6 +278,28 @@ def _reason(target: str, exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     message = f": {lines[0]}" if lines else ""
     return f"it raised {type(exc).__name__} while being imported{message}{where}"
+
+
+def _null_byte(target: str) -> tuple[str, int] | None:
+    """The file and line of the first null byte in the submission's ``.py`` files, or None."""
+    path = Path(target)
+    files = sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.is_file() else []
+    for file in files:
+        try:
+            data = file.read_bytes()
+        except OSError:
+            continue
+        if b"\x00" in data:
+            return str(file), data[: data.index(b"\x00")].count(b"\n") + 1
+    return None
+
+
+def _syntax_place(target: str, exc: SyntaxError) -> tuple[str | None, int | None]:
+    """Where a SyntaxError is: its own file and line, or, when Python gives none (a null byte in the
+    source), the first null byte of the submission's files."""
+    if exc.filename is not None:
+        return exc.filename, exc.lineno
+    return _null_byte(target) or (str(target), None)
 
 
 def _place(filename: str | None, lineno: int | None) -> str:
@@ -294,8 +316,13 @@ def how_to_fix(target: str, exc: BaseException) -> str:
     own = [f for f in frames if "importlib" not in f.filename and "transformer_spec" not in f.filename]
     if isinstance(exc, SyntaxError) and notebooks.cell_of(exc.filename) is not None:
         return f"fix the syntax at {_place(exc.filename, exc.lineno)} (Jupyter's Restart & Run All shows it too)"
+    if isinstance(exc, SyntaxError) and exc.filename is None and _null_byte(target) is not None:
+        filename, lineno = _null_byte(target)
+        return (f"remove the null bytes from {filename} (the first on line {lineno}): a .py file is plain text, "
+                f"so save it again as UTF-8 text from your editor")
     if isinstance(exc, SyntaxError):
-        return (f"fix the syntax at {exc.filename}:{exc.lineno}; `python -m py_compile {exc.filename}` "
+        filename, lineno = _syntax_place(target, exc)
+        return (f"fix the syntax at {filename}:{lineno}; `python -m py_compile {filename}` "
                 f"checks a file in a second")
     if isinstance(exc, ValueError) and str(target).endswith(notebooks.SUFFIX) and not own:
         return "save the notebook from Jupyter again (File > Save), or hand in the code as a .py file"
