@@ -206,3 +206,31 @@ def test_tree_rss_counts_the_grandchildren():
         subprocess.run(["pkill", "-KILL", "-P", str(proc.pid)])
         proc.kill()
         proc.wait()
+
+
+def test_the_uid_tier_says_which_folder_other_users_cannot_enter():
+    """Issue 27: where Python lives in a home folder other uids cannot enter (pyenv in /root, conda in
+    a 0750 home), the uid tier said only ``PermissionError: [Errno 13]``; it now names the folder and
+    what to do."""
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own temp folders are closed to other users
+    home = top / "home"
+    (home / "py" / "bin").mkdir(parents=True)
+    python = home / "py" / "bin" / "python"
+    python.write_text("")
+    os.chmod(top, 0o755)
+    os.chmod(home, 0o750)
+    assert sandbox.closed_to_others([python]) == (home, "drwxr-x---")
+    os.chmod(home, 0o755)
+    os.chmod(python, 0o600)
+    assert sandbox.closed_to_others([python]) == (python, "-rw-------")
+    os.chmod(python, 0o644)
+    assert sandbox.closed_to_others([python]) is None
+    shutil.rmtree(top)
+    closed = sandbox.closed_to_others(sandbox.needed_by_a_child())
+    problem = sandbox.probe("uid")
+    if closed is None:  # this host's Python is open to every user: the tier's own probe decides
+        assert problem is None or "cannot enter" not in problem
+    else:
+        assert str(closed[0]) in problem and "chmod o+" in problem and "venv" in problem, problem

@@ -320,6 +320,38 @@ def choose(requested: str = "auto") -> Sandbox:
     raise GradeError(f"--sandbox {requested}: {failures[0]}")
 
 
+def closed_to_others(paths) -> tuple[Path, str] | None:
+    """The first folder on the way to one of ``paths`` that a user who is neither its owner nor in
+    its group cannot enter (or a file such a user cannot read), with its mode; None when all are
+    open. The ``uid`` tier's children run as such users and need Python, torch and this package."""
+    import stat
+
+    for path in paths:
+        path = Path(path).resolve()
+        for folder in [*reversed(path.parents), path]:
+            try:
+                mode = folder.stat().st_mode
+            except OSError:
+                break
+            need = stat.S_IXOTH if stat.S_ISDIR(mode) else stat.S_IROTH
+            if not mode & need:
+                return folder, stat.filemode(mode)
+    return None
+
+
+def needed_by_a_child() -> list[Path]:
+    """What a grading child must read: the interpreter, its standard library, torch and this project."""
+    import importlib.util
+
+    import transformer_spec
+
+    torch_spec = importlib.util.find_spec("torch")
+    paths = [Path(sys.executable), Path(os.__file__), Path(transformer_spec.__file__)]
+    if torch_spec is not None and torch_spec.origin:
+        paths.append(Path(torch_spec.origin))
+    return paths
+
+
 def probe(tier: str) -> str | None:
     """None when ``tier`` works here (a child in it imports this package and reads torch); else why not."""
     from .children import LAUNCHER, launcher_args
@@ -331,6 +363,14 @@ def probe(tier: str) -> str | None:
         return "the grader runs as root (the bwrap tier applies)"
     if tier.startswith("bwrap") and shutil.which("bwrap") is None:
         return "bwrap is not installed"
+    closed = closed_to_others(needed_by_a_child()) if tier == "uid" else None
+    if closed is not None:
+        folder, mode = closed
+        return (f"its children run as other users, who cannot {'enter' if folder.is_dir() else 'read'} {folder} "
+                f"({mode}), on the way to this Python ({sys.executable}), torch or this project: grade with a "
+                f"Python installed for every user (a system Python, or a virtual environment outside home "
+                f"folders: python3 -m venv /opt/grader), keep the project outside home folders too, or let other "
+                f"users {'enter' if folder.is_dir() else 'read'} it (chmod o+{'x' if folder.is_dir() else 'r'} {folder})")
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="transformer-spec-probe-") as tmp, Sandbox(tier).jail() as jail:
