@@ -1,5 +1,11 @@
-"""Budgets for the project's own tests whose module fixtures grade whole submissions.
+"""The project's own tests: the slow set, and budgets for the tests whose module fixtures grade
+whole submissions.
 
+**The slow set** (issue 28). Integration tests that grade a class, build and install a wheel or a
+bundle, or run a second full graded run carry ``@pytest.mark.slow`` (or a module's ``pytestmark``);
+the root ``conftest.py`` leaves them out unless ``--slow`` is given.
+
+**Budgets.**
 pytest-timeout's limit (``timeout = 120`` in ``pyproject.toml``) covers a test's fixture setup
 too, so the first test to use a module fixture that grades a class pays for the whole class.
 Those fixtures get a budget of their own, far from what they take on a busy 2-core machine
