@@ -39,6 +39,13 @@ def value(x):
     return x
 
 
+#: A feature whose name starts with this is a behaviour (which keys get weight, whether a change
+#: shows), not raw numbers: code written differently from the reference shares it when it makes the
+#: same mistake. The diagnosis names a pitfall on these alone when nothing else matches
+#: (:mod:`transformer_spec.diagnose`).
+BEHAVIOURAL = "~"
+
+
 def capture(features: Features, name: str, fn: Callable[[], object]) -> None:
     """``features[name] = fn()``, or the kind of error it raised."""
     try:

@@ -102,10 +102,30 @@ def _own_diagnosis(comp: str, sub: dict, table) -> Diagnosis:
     different = {k for k in keys if not behaviour.same(sub.get(k), ref.get(k))}
     if not different <= explained:
         partial = []
+    if differs and not matches and not partial:
+        partial = _by_behaviour(comp, sub, table, different)
     partial_sorted = [p for _, p in sorted(partial, key=lambda t: -t[0])]
     # own-component pitfalls first: a mistake in this very part is the likelier explanation
     matches.sort(key=lambda p: p.component != comp)
     return Diagnosis(comp, matches, partial_sorted, differs)
+
+
+def _by_behaviour(comp: str, sub: dict, table, different: set[str]) -> list[tuple[int, Pitfall]]:
+    """The partial matches on the behavioural features alone (``behaviour.BEHAVIOURAL``): pitfalls
+    whose behaviours the submission shares where they differ from the reference, kept only when
+    together they explain every behaviour in which the submission differs. For code not derived from
+    the reference, whose raw numbers differ from every copy of it (issue 27)."""
+    shown = {k for k in different if k.startswith(behaviour.BEHAVIOURAL)}
+    if not shown:
+        return []
+    found, explained = [], set()
+    for p in catalogue.candidates(comp):
+        ev = [k for k in catalogue.evidence(table, p.name, comp) if k.startswith(behaviour.BEHAVIOURAL)]
+        theirs = table[p.name][comp]
+        if ev and all(behaviour.same(sub.get(k), theirs.get(k)) for k in ev):
+            found.append((len(ev), p))
+            explained |= set(ev)
+    return found if shown <= explained else []
 
 
 def _shows_a_difference(comp: str, sub: dict, table) -> bool:

@@ -29,7 +29,7 @@ from .behaviour import same
 from .diagnose import Diagnosis, diagnose
 from .diagnosis_catalogue import catalogue_features
 from .loader import load
-from .patching import INDEPENDENT_IMPL, load_patched_reference
+from .patching import INDEPENDENT_IMPL, load_patched_independent, load_patched_reference
 
 #: The same mistakes written differently from the catalogue's patches (as another student would):
 #: ``(expected pitfall, patches)``. Measures whether a diagnosis generalises beyond the patch text.
@@ -62,6 +62,44 @@ VARIANTS: tuple[tuple[str, tuple], ...] = (
                                  "probs = F.softmax(next_logits * temperature * temperature, dim=-1)"),)),
     ("heads_divisibility_not_checked", (("_validation.py", "if d_model % num_heads != 0:",
                                          "if d_model < num_heads:"),)),
+)
+
+
+_ALT = "alt_submission.py"
+#: The same mistakes made in the independent implementation (``tests/independent/alt_submission.py``,
+#: written from the contract alone in another style: einsum, ``torch.where`` masks, ``unflatten`` and
+#: ``permute``): ``(expected pitfall, patches of alt_submission.py)``. A probe that compares raw
+#: numbers only a copy of the reference reproduces cannot name these (issue 27).
+INDEPENDENT_VARIANTS: tuple[tuple[str, tuple], ...] = (
+    ("no_scaling", ((_ALT, "        factor = 1.0 / math.sqrt(d_k)\n", "        factor = 1.0\n"),)),
+    ("mask_inverted", ((_ALT, "        blocked = mask.expand(scores.shape)", "        blocked = ~mask.expand(scores.shape)"),)),
+    ("softmax_over_queries", ((_ALT, "        weights = torch.where(dead_row, zero, scores.softmax(dim=-1))",
+                               "        weights = torch.where(dead_row, zero, scores.softmax(dim=-2))"),
+                              (_ALT, "        weights = scores.softmax(dim=-1)", "        weights = scores.softmax(dim=-2)"))),
+    ("causal_mask_blocks_diagonal", ((_ALT, "return torch.ones(seq_len, seq_len, device=device).triu(1).bool()",
+                                      "return torch.ones(seq_len, seq_len, device=device).triu(0).bool()"),)),
+    ("padding_mask_blocks_queries", ((_ALT, "return tokens.eq(int(pad_id))[:, None, None, :]",
+                                      "return tokens.eq(int(pad_id))[:, None, :, None]"),)),
+    ("heads_merged_without_transpose", ((_ALT, "merged = mixed.permute(0, 2, 1, 3).flatten(2)",
+                                         "merged = mixed.reshape(mixed.shape[0], mixed.shape[2], -1)"),)),
+    ("relu_instead_of_gelu", ((_ALT, 'hidden = F.gelu(_apply_linear(self.linear1, x), approximate="none")',
+                               "hidden = F.relu(_apply_linear(self.linear1, x))"),)),
+    ("encoder_post_ln_for_pre_ln", ((_ALT, """            attended, weights = self.self_attn(_apply_norm(self.norm1, x), mask)
+            x = x + self.dropout(attended)
+            x = x + self.dropout(self.ffn(_apply_norm(self.norm2, x)))""", """            attended, weights = self.self_attn(x, mask)
+            x = _apply_norm(self.norm1, x + self.dropout(attended))
+            x = _apply_norm(self.norm2, x + self.dropout(self.ffn(x)))"""),)),
+    ("positions_start_at_1", ((_ALT, "        position = torch.arange(0, max_len).unsqueeze(1)",
+                               "        position = torch.arange(1, max_len + 1).unsqueeze(1)"),)),
+    ("no_weight_tying", ((_ALT, "        self.lm_head.weight = self.token_embed.weight\n", ""),)),
+    ("embedding_not_scaled", ((_ALT, "hidden = self.pos_encoding(self.token_embed(tokens) * math.sqrt(self.d_model))",
+                               "hidden = self.pos_encoding(self.token_embed(tokens))"),)),
+    ("temperature_multiplied", ((_ALT, "shifted = (last - last.max()) / temperature",
+                                 "shifted = (last - last.max()) * temperature"),)),
+    ("seq2seq_no_causal_target_mask", ((_ALT, "y, _, _ = block(y, memory, tgt_mask=future, memory_mask=src_blocked)",
+                                        "y, _, _ = block(y, memory, tgt_mask=None, memory_mask=src_blocked)"),)),
+    ("seq2seq_cross_attention_unmasked", ((_ALT, "y, _, _ = block(y, memory, tgt_mask=future, memory_mask=src_blocked)",
+                                           "y, _, _ = block(y, memory, tgt_mask=future, memory_mask=None)"),)),
 )
 
 
@@ -124,12 +162,14 @@ def _behaves_like(table, a: str, b: str, comp: str) -> bool:
     return all(same(fa.get(k), fb.get(k)) for k in set(fa) | set(fb))
 
 
-def _row(table, label: str, comp: str, d: Diagnosis, expected: str | None) -> dict:
+def _row(table, label: str, comp: str, d: Diagnosis, expected: str | None, partial_ok: bool = False) -> dict:
+    """One row's outcome; ``partial_ok``: a partial match naming ``expected`` (and nothing wrong) counts
+    as named (code not derived from the reference shares a mistake's behaviours, not its numbers)."""
     names = shown_names(d)
     wrong = [n for n in names if expected is None or not (n == expected or _behaves_like(table, n, expected, comp))]
     full = [m.name for m in d.matches]
     named = expected is not None and (expected in full or (bool(full) and not wrong and all(
-        _behaves_like(table, m, expected, comp) for m in full)))
+        _behaves_like(table, m, expected, comp) for m in full)) or (partial_ok and expected in names and not wrong))
     return {"row": label, "pitfall": expected, "component": comp, "ok": named if expected else not names,
             "diagnosed_as": full, "partial": [m.name for m in d.partial], "wrong": wrong, "names": len(names)}
 
@@ -139,7 +179,7 @@ def accuracy(progress=None) -> dict:
     start = time.monotonic()
     components = registry.names()
     table = catalogue_features(components)
-    rows, variant_rows, precision_rows = [], [], []
+    rows, variant_rows, precision_rows, independent_rows = [], [], [], []
     elsewhere: list[dict] = []  # the same rows in the components their mistake can change downstream
 
     def add(into: list, row: dict) -> None:
@@ -161,6 +201,15 @@ def accuracy(progress=None) -> dict:
             found = diagnose(impl, registry.affected_by(comp), table)
             add(variant_rows, _row(table, f"variant of {expected}", comp, found[comp], expected))
             elsewhere.extend(_row(table, f"variant of {expected}", c, d, expected) for c, d in found.items() if c != comp)
+        for i, (expected, patches) in enumerate(INDEPENDENT_VARIANTS):
+            torch.manual_seed(2500 + i)
+            comp = {p.name: p for p in registry.pitfalls()}[expected].component
+            impl = load_patched_independent(Path(tmp), patches, f"independent_{expected}")
+            found = diagnose(impl, registry.affected_by(comp), table)
+            add(independent_rows, _row(table, f"independent with {expected}", comp, found[comp], expected,
+                                       partial_ok=True))
+            elsewhere.extend(_row(table, f"independent with {expected}", c, d, expected)
+                             for c, d in found.items() if c != comp)
         for i, (comp, description, patches) in enumerate(UNNAMED):
             torch.manual_seed(3000 + i)
             impl = load_patched_reference(Path(tmp), patches, f"unnamed_{i}")
@@ -175,11 +224,12 @@ def accuracy(progress=None) -> dict:
     for label, target in CORRECT_IMPLEMENTATIONS.items():
         for comp, d in diagnose(load(target), components, table).items():
             add(precision_rows, _row(table, label, comp, d, None))
-    every = rows + variant_rows + precision_rows + elsewhere
+    every = rows + variant_rows + independent_rows + precision_rows + elsewhere
     given = sum(r["names"] for r in every)
     wrong = [(r["row"], r["component"], n) for r in every for n in r["wrong"]]
     return {"rows": rows, "correct": sum(r["ok"] for r in rows), "total": len(rows),
             "variants": variant_rows, "variants_correct": sum(r["ok"] for r in variant_rows),
+            "independent": independent_rows, "independent_correct": sum(r["ok"] for r in independent_rows),
             "precision_rows": precision_rows, "elsewhere": elsewhere, "names_given": given, "wrong_names": wrong,
             "precision": (given - len(wrong)) / given if given else 1.0,
             "false_positives": {f"{r['row']}: {r['component']}": r["wrong"] for r in precision_rows if r["wrong"]},
@@ -208,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{result['total']} = {rate:.1%}; {result['seconds']} s")
     vc, vt = result["variants_correct"], len(result["variants"])
     print(f"the same mistakes written differently (VARIANTS): {vc} / {vt} named correctly")
+    ic, it = result["independent_correct"], len(result["independent"])
+    print(f"the same mistakes in the independent implementation (INDEPENDENT_VARIANTS): {ic} / {it} named correctly")
     groups = {}
     for r in result["rows"]:
         if len(r["diagnosed_as"]) > 1:

@@ -44,3 +44,20 @@ def load_patched_reference(dest: Path, patches: Iterable[Patch], name: str = "br
     """:func:`write_patched_reference`, then load it through the loader under a unique name."""
     pkg = write_patched_reference(dest, patches, f"{name}_{next(_counter)}")
     return loader.load(str(pkg))
+
+
+def load_patched_independent(dest: Path, patches: Iterable[Patch], name: str = "independent") -> loader.Submission:
+    """The independent implementation (:data:`INDEPENDENT_IMPL`, one file) with ``patches`` applied
+    (each patch's file is ``alt_submission.py``), as a package ``dest/<name>_<n>`` loaded through the
+    loader: the same mistakes in code not derived from the reference."""
+    pkg = Path(dest) / f"{name}_{next(_counter)}"
+    pkg.mkdir(parents=True)
+    text = INDEPENDENT_IMPL.read_text()
+    for file, old, new in patches:
+        count = text.count(old)
+        if file != INDEPENDENT_IMPL.name or count != 1:
+            raise PatchError(f"patch for {file}: expected the text once in {INDEPENDENT_IMPL.name}, found it "
+                             f"{count if file == INDEPENDENT_IMPL.name else 0} times: {old!r}")
+        text = text.replace(old, new)
+    (pkg / "__init__.py").write_text(text)
+    return loader.load(str(pkg))

@@ -85,6 +85,10 @@ def behaviour(impl, f: bp.Features) -> None:
     mask[0, :, 3:] = True
     mask[1, 1, :] = True  # a fully blocked row
     bp.capture(f, "blocked", lambda: sdpa(q, k, v, mask))
+    # Which keys get weight in rows that block some keys and allow others: a behaviour any code with
+    # the same mistake shares, whatever it does with the other rows (issue 27; behaviour.BEHAVIOURAL).
+    bp.capture(f, "~keys_weighted_blocked", lambda: (sdpa(q, k, v, mask)[1][0] > 0).double())
+    bp.capture(f, "~keys_weighted_causal", lambda: (sdpa(x, x, x, inputs.causal(4))[1][:, :3] > 0).double())
     # Allowed scores far below zero: a finite fill (-1e9, -1e4) gives the blocked key the weight.
     one, values = torch.ones(1, 1, 1, dtype=bp.DTYPE), torch.tensor([[[1.0], [2.0]]], dtype=bp.DTYPE)
     second_blocked = torch.tensor([[[False, True]]])

@@ -58,7 +58,26 @@ def behaviour(impl, f: bp.Features) -> None:
         return not torch.allclose(m(src, tgt), m(src_padded, tgt), rtol=1e-9, atol=1e-9)
 
     bp.capture(f, "src_padding_changes_logits", lambda: padding_changes(model()))
-    bp.capture(f, "interior_pad_logits", lambda: model()(torch.tensor([[3, 0, 5, 4]]), tgt))  # a pad between tokens
+    def interior_pad_changes(where: str):  # a pad between tokens is invisible: its embedding changes nothing
+        m, src_with_pad = model(), torch.tensor([[3, 0, 5, 4]])
+        embeddings = [e for e in m.modules() if isinstance(e, torch.nn.Embedding) and e.num_embeddings == 11]
+        if len(embeddings) != 1:
+            return "no single source embedding of 11 rows"
+        seen = []
+        m.encoder[-1].register_forward_hook(lambda mod, args, out: seen.append(out[0][:, [0, 2, 3]]))
+        before = m(src_with_pad, tgt)
+        with torch.no_grad():
+            embeddings[0].weight[0] += inputs.randn(bp.D, seed=62)  # the pad's row (pad_id 0); LayerNorm would undo a constant
+        after = m(src_with_pad, tgt)
+        if where == "encoder":  # the encoder's last block's output at the other positions
+            before, after = seen[0], seen[-1]
+        return not torch.allclose(before, after, rtol=1e-9, atol=1e-9)
+
+    # behaviours, not logits: the contract leaves the model's embeddings and head free, so no two
+    # correct implementations share its logits, and a probe comparing them recognises only copies
+    # of the reference (issue 27)
+    bp.capture(f, "interior_pad_changes_logits", lambda: interior_pad_changes("logits"))
+    bp.capture(f, "interior_pad_changes_encoder_output", lambda: interior_pad_changes("encoder"))
 
     def without_encoder_attention():  # encoder self-attention contributes nothing: only cross-attention sees padding
         m = model()
