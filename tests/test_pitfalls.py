@@ -70,11 +70,34 @@ def test_kill_matrix_verdicts():
     assert not failed_ref.ok
 
 
-def test_the_kill_matrix_grades_through_the_class_grader_with_the_mutation_profile_and_one_thread():
+def test_the_kill_matrix_grades_through_the_class_grader_with_the_grading_profile_and_one_thread():
+    """What a student is graded with (issue 27: the bounded shrink is where hypothesis's own errors
+    once reached students, and a run without shrinking never saw them); ``--profile mutation`` too."""
     s = mutants.grader_settings()
-    assert s.hypothesis_profile == "mutation" and s.limits.threads == 1 and not s.diagnose and s.rechecks
+    assert s.hypothesis_profile == "grading" and s.limits.threads == 1 and not s.diagnose and s.rechecks
+    assert mutants.grader_settings("mutation").hypothesis_profile == "mutation"
     row = mutants.row_of("x", None)
     assert row.error == "not graded" and not row.ok
+
+
+def _failed(nodeid: str, output: str, kind: str = "assertion") -> dict:
+    return {"name": f"[attention] {nodeid}", "tags": ["attention"], "status": "failed", "kind": kind, "output": output}
+
+
+def test_a_failure_a_student_cannot_read_is_a_gap():
+    """A message holding one of hypothesis's own errors, or a failing property without its smallest
+    example, makes the row UNREADABLE (the run exits 1); ordinary messages are fine."""
+    flaky = _failed("properties/test_x.py::test_law", "hypothesis.errors.FlakyStrategyDefinition: Inconsistent data")
+    assumption = _failed("properties/test_x.py::test_law", "UnsatisfiedAssumption: failed to satisfy assume()")
+    bare = _failed("properties/test_x.py::test_law", "AssertionError: rows do not sum to 1")
+    shown = _failed("properties/test_x.py::test_law", f"rows do not sum to 1\n{mutants.EXAMPLE_HEADING}\n  d_k = 2")
+    golden = _failed("spec_tests/test_y.py::test_value", "Found 3 differences: expected 1, got 2")
+    missing = _failed("properties/test_x.py::test_law", "`MiniGPT` is not defined", kind="not submitted")
+    assert "FlakyStrategyDefinition" in mutants.unreadable(flaky)
+    assert "UnsatisfiedAssumption" in mutants.unreadable(assumption)
+    assert mutants.unreadable(bare) == "no smallest failing example"
+    assert mutants.unreadable(shown) is None and mutants.unreadable(golden) is None and mutants.unreadable(missing) is None
+    assert mutants.Row("x", "attention", failed={"attention": ["a"]}, unreadable=["a: ..."]).verdict == "UNREADABLE"
 
 
 def test_a_row_whose_class_grade_differs_from_its_pytest_report_is_a_gap():
