@@ -156,6 +156,16 @@ def test_parameter_count_decoder_block(impl):
                  "2 attentions of 4*512^2 + FFN 2,099,712 + 3 LayerNorms of 2*512")
 
 
+@pytest.mark.component("position")
+def test_sinusoidal_table_is_a_buffer_not_a_parameter(impl):
+    """The contract's ``pe`` is a buffer: the fixed table is not trained (seed 000 step 6 registers it
+    with ``register_buffer``), so the encoding has no trainable parameters."""
+    module = impl.SinusoidalPositionEncoding(8, max_len=16)
+    _check_count(module, 0, "SinusoidalPositionEncoding(8, max_len=16)", "the sin/cos table is a fixed buffer")
+    assert "pe" in dict(module.named_buffers()), (
+        f"SinusoidalPositionEncoding: `pe` must be a buffer (register_buffer), got buffers "
+        f"{[n for n, _ in module.named_buffers()]}")
+
 @pytest.mark.component("minigpt")
 def test_parameter_count_minigpt_with_weight_tying(impl):
     assert MINIGPT_COUNT == 804_096

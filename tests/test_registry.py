@@ -116,10 +116,11 @@ def test_a_new_component_reaches_rubric_kill_matrix_and_diagnosis(tmp_path, monk
         assert mutants.Row("x", "throwaway", failed={"attention": ["u"]}).verdict == "KILLED ONLY ELSEWHERE"
         # A mistake in attention also shows in the throwaway component (depends_on).
         assert "throwaway" in registry.affected_by("attention")
-        # The diagnosis: a submission with the mistake is named in the new component.
+        # The diagnosis: the mistake is in the code of 'attention', which the new component calls and
+        # whose own probes name it: the new component names that (issue 27), not its own copy.
         broken = load_patched_reference(tmp_path, UNSCALED.patches, "throwaway_broken")
         found = diagnose.diagnose(broken, ["throwaway"])["throwaway"]
-        assert UNSCALED.name in found.names and "no_scaling" in found.names, found.message()
+        assert found.names == ["no_scaling"] and found.caused_by == ("attention",), found.message()
         assert not diagnose.diagnose(load_patched_reference(tmp_path, (), "correct"), ["throwaway"])["throwaway"].names
         # The hidden re-check is found with the others.
         assert "throwaway_weights" in {r.name for r in registry.rechecks()}

@@ -39,12 +39,14 @@ class Name:
 @dataclass(frozen=True)
 class Pitfall:
     """One known mistake: patches of the reference, the component whose code it breaks, and a
-    one-line explanation addressed to a student."""
+    one-line explanation addressed to a student; ``source``: where it was made in real code (a
+    repository's issue or commit), for the mistakes mined from public implementations."""
 
     name: str
     component: str
     explanation: str
     patches: tuple[Patch, ...]
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -160,10 +162,10 @@ def with_plain_generate(patches: tuple[Patch, ...]) -> tuple[Patch, ...]:
     return (PLAIN_GENERATE,) + tuple(p for p in patches if p != PLAIN_GENERATE)
 
 
-def pitfall(name: str, component: str, explanation: str, *patches: Patch) -> Pitfall:
+def pitfall(name: str, component: str, explanation: str, *patches: Patch, source: str = "") -> Pitfall:
     """A :class:`Pitfall` (the patches as separate arguments, as the catalogue writes them), its
     copy generating through the plain loop (:data:`PLAIN_GENERATE`)."""
-    return Pitfall(name, component, explanation, with_plain_generate(patches))
+    return Pitfall(name, component, explanation, with_plain_generate(patches), source)
 
 
 def pitfalls() -> tuple[Pitfall, ...]:

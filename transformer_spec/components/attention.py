@@ -70,6 +70,23 @@ PITFALLS = (
             "`scores.amax(-1, keepdim=True)` before exp, or use F.softmax.",
             ("attention.py", "weights = F.softmax(scores, dim=-1)  # over the keys: each row sums to 1",
              "exp = scores.exp()\n    weights = exp / exp.sum(dim=-1, keepdim=True)")),
+    # mined from public implementations (issue 27): each cites where the mistake was made
+    pitfall('mask_applied_after_softmax', 'attention',
+            'The mask is applied to the weights after the softmax: blocked keys already took part in '
+            'the normalisation, and a -inf weight turns the output into -inf/NaN. Fill the scores '
+            'with -inf before the softmax.',
+            ('attention.py', 'scores.masked_fill_(mask, float("-inf"))',
+             'pass  # the mask is applied to the weights, after the softmax'),
+            ('attention.py', 'weights = F.softmax(scores, dim=-1)  # over the keys: each row sums to 1',
+             'weights = F.softmax(scores, dim=-1)\n    if mask is not None:\n        weights = weights.masked_fill(mask, float("-inf"))'),
+            source='huggingface/pytorch-image-models#2236'),
+    pitfall('softmax_without_dim', 'attention',
+            "softmax is called without dim: PyTorch's legacy choice normalises over dim 0 for 3-D "
+            'scores (the batch) and dim 1 for 4-D ones (the heads), only 2-D inputs happen to work. '
+            'Always pass dim=-1 (the keys).',
+            ('attention.py', 'weights = F.softmax(scores, dim=-1)  # over the keys: each row sums to 1',
+             'weights = F.softmax(scores)  # implicit dim'),
+            source='OpenNMT/OpenNMT-py#487'),
 )
 
 

@@ -49,6 +49,57 @@ PITFALLS = (
             "lives only inside the sublayers, nanoGPT-style): the contract's block is x + dropout(ffn(norm2(x))) "
             "(seed 000 step 5).",
             ("blocks.py", "x = x + self.dropout(self.ffn(self.norm2(x)))", "x = x + self.ffn(self.norm2(x))")),
+    # mined from public implementations (issue 27): each cites where the mistake was made
+    pitfall('layernorm_unbiased_std_eps_outside_sqrt', 'encoder',
+            "The blocks' LayerNorm is written by hand as (x - mean) / (x.std(-1) + eps): torch's std "
+            'is the unbiased (n-1) estimate and eps sits outside the root. LayerNorm divides by '
+            'sqrt(biased variance + eps), as nn.LayerNorm(d_model) does.',
+            ('blocks.py', 'import torch.nn as nn\n',
+             'import torch\nimport torch.nn as nn\n'),
+            ('blocks.py', 'from .multihead import MultiHeadAttention, MultiHeadSelfAttention\n',
+             'from .multihead import MultiHeadAttention, MultiHeadSelfAttention\n\n\nclass LayerNorm(nn.Module):\n    """The Annotated Transformer\'s LayerNorm (a_2, b_2 renamed weight, bias)."""\n\n    def __init__(self, features, eps=1e-6):\n        super().__init__()\n        self.weight = nn.Parameter(torch.ones(features))\n        self.bias = nn.Parameter(torch.zeros(features))\n        self.eps = eps\n\n    def forward(self, x):\n        mean = x.mean(-1, keepdim=True)\n        std = x.std(-1, keepdim=True)  # unbiased\n        return self.weight * (x - mean) / (std + self.eps) + self.bias\n'),
+            ('blocks.py', 'self.norm1 = nn.LayerNorm(d_model)\n        self.norm2 = nn.LayerNorm(d_model)\n        self.dropout',
+             'self.norm1 = LayerNorm(d_model)\n        self.norm2 = LayerNorm(d_model)\n        self.dropout'),
+            ('blocks.py', 'self.norm1 = nn.LayerNorm(d_model)\n        self.norm2 = nn.LayerNorm(d_model)\n        self.norm3 = nn.LayerNorm(d_model)',
+             'self.norm1 = LayerNorm(d_model)\n        self.norm2 = LayerNorm(d_model)\n        self.norm3 = LayerNorm(d_model)'),
+            source='harvardnlp/annotated-transformer#122'),
+    pitfall('pre_ln_residual_from_normalized_input', 'encoder',
+            'The Pre-LN block overwrites x with norm1(x) and adds the attention to that, norm(x) + '
+            'attn(norm(x)): the residual must carry the raw input, x + attn(norm1(x)).',
+            ('blocks.py', '            attn_out, attn_weights = self.self_attn(self.norm1(x), mask, kv_cache=kv_cache)\n            x = x + self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))\n',
+             '            x = self.norm1(x)  # the residual now starts from the normalised x\n            attn_out, attn_weights = self.self_attn(x, mask, kv_cache=kv_cache)\n            x = x + self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))\n'),
+            source='Howuhh/faster-trajectory-transformer#3'),
+    pitfall('sublayer_output_normalized_before_residual', 'encoder',
+            "LayerNorm is applied to the sublayer's output, x + drop(norm(attn(x))), instead of its "
+            'input: Pre-LN normalises what goes into the sublayer, x + drop(attn(norm1(x))); Post-LN '
+            'normalises the sum, norm1(x + drop(attn(x))).',
+            ('blocks.py', '            attn_out, attn_weights = self.self_attn(self.norm1(x), mask, kv_cache=kv_cache)\n            x = x + self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))\n',
+             '            attn_out, attn_weights = self.self_attn(x, mask, kv_cache=kv_cache)\n            x = x + self.dropout(self.norm1(attn_out))\n            x = x + self.dropout(self.norm2(self.ffn(x)))\n'),
+            source='keitakurita/Practical_NLP_in_PyTorch#1'),
+    pitfall('layernorm_created_in_forward', 'encoder',
+            'The block builds a new nn.LayerNorm inside forward, so its weight and bias are always 1 '
+            'and 0, never trained, and norm1/norm2 are never used. Create the LayerNorms in __init__ '
+            'and call self.norm1 / self.norm2.',
+            ('blocks.py', 'attn_out, attn_weights = self.self_attn(self.norm1(x), mask, kv_cache=kv_cache)',
+             'attn_out, attn_weights = self.self_attn(nn.LayerNorm(self.d_model).to(x)(x), mask, kv_cache=kv_cache)'),
+            ('blocks.py', 'x = x + self.dropout(self.ffn(self.norm2(x)))',
+             'x = x + self.dropout(self.ffn(nn.LayerNorm(self.d_model).to(x)(x)))'),
+            ('blocks.py', 'x = self.norm1(x + self.dropout(attn_out))\n            x = self.norm2(x + self.dropout(self.ffn(x)))',
+             'x = nn.LayerNorm(self.d_model).to(x)(x + self.dropout(attn_out))\n            x = nn.LayerNorm(self.d_model).to(x)(x + self.dropout(self.ffn(x)))'),
+            source='graykode/nlp-tutorial 5-1.Transformer/Transformer-Torch.py@0e67ef8d1f55ab8ae6acbde709e23c32ff63115d'),
+    pitfall('layernorm_over_sequence_and_features', 'encoder',
+            'The LayerNorm normalises over the sequence and the features together (normalized_shape = '
+            'x.shape[1:]): each position must be normalised on its own, over the last dimension only '
+            '(nn.LayerNorm(d_model)).',
+            ('blocks.py', 'import torch.nn as nn\n',
+             'import torch.nn as nn\nimport torch.nn.functional as F\n\n\ndef _norm_over_sequence(norm, x):\n    """Statistics over (L, D) together, then the LayerNorm\'s own weight and bias."""\n    return F.layer_norm(x, x.shape[1:]) * norm.weight + norm.bias\n'),
+            ('blocks.py', 'attn_out, attn_weights = self.self_attn(self.norm1(x), mask, kv_cache=kv_cache)',
+             'attn_out, attn_weights = self.self_attn(_norm_over_sequence(self.norm1, x), mask, kv_cache=kv_cache)'),
+            ('blocks.py', 'x = x + self.dropout(self.ffn(self.norm2(x)))',
+             'x = x + self.dropout(self.ffn(_norm_over_sequence(self.norm2, x)))'),
+            ('blocks.py', 'x = self.norm1(x + self.dropout(attn_out))\n            x = self.norm2(x + self.dropout(self.ffn(x)))',
+             'x = _norm_over_sequence(self.norm1, x + self.dropout(attn_out))\n            x = _norm_over_sequence(self.norm2, x + self.dropout(self.ffn(x)))'),
+            source='Qualcomm-AI-research/geometric-algebra-transformer#8'),
 )
 
 

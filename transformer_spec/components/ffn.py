@@ -36,6 +36,16 @@ PITFALLS = (
             "Dropout stays active in eval(): use self.dropout (nn.Dropout), which acts only in train() mode.",
             ("feedforward.py", "self.linear2(self.dropout(F.gelu(self.linear1(x))))",
              "self.linear2(F.dropout(F.gelu(self.linear1(x)), self.dropout.p, training=True))")),
+    # mined from public implementations (issue 27): each cites where the mistake was made
+    pitfall('ffn_hidden_size_ignores_d_ff', 'ffn',
+            'The feed-forward never uses d_ff: its hidden layer has d_model units. The first linear '
+            'widens to d_ff and the second maps back, Linear(d_model, d_ff) then Linear(d_ff, '
+            'd_model).',
+            ('feedforward.py', 'self.linear1 = nn.Linear(d_model, d_ff)  # widen, usually 4x',
+             'self.linear1 = nn.Linear(d_model, d_model)  # d_ff unused'),
+            ('feedforward.py', 'self.linear2 = nn.Linear(d_ff, d_model)  # back to d_model',
+             'self.linear2 = nn.Linear(d_model, d_model)'),
+            source='brightmart/text_classification#86'),
 )
 
 

@@ -50,6 +50,41 @@ PITFALLS = (
     pitfall("greedy_not_special_cased", "generate",
             "temperature=0 divides by zero: it means greedy decoding, the argmax.",
             ("minigpt.py", "if temperature == 0:", "if False:")),
+    # mined from public implementations (issue 27): each cites where the mistake was made
+    pitfall('temperature_divided_twice', 'generate',
+            'The logits are divided by the temperature twice (softmax(logits / T^2)): divide once, '
+            'softmax(logits / temperature).',
+            ('minigpt.py', '                        next_logits = next_logits / temperature\n',
+             '                        next_logits = next_logits / temperature\n                        next_logits = next_logits / temperature  # again (a second helper)\n'),
+            source='RL-Align/RL-Kernel#81'),
+    pitfall('temperature_applied_to_probabilities', 'generate',
+            'The temperature divides the probabilities after the softmax, which the sampler '
+            'renormalises: the temperature has no effect. Divide the logits before the softmax.',
+            ('minigpt.py', '                        next_logits = next_logits / temperature\n',
+             ''),
+            ('minigpt.py', 'probs = F.softmax(next_logits, dim=-1)',
+             'probs = F.softmax(next_logits, dim=-1) / temperature  # on the probabilities'),
+            source='google/gemma.cpp#981'),
+    pitfall('temperature_zero_still_samples', 'generate',
+            'temperature=0 skips the scaling but still samples from softmax(logits), i.e. at '
+            'temperature 1: temperature=0 means greedy decoding, the argmax.',
+            ('minigpt.py', '                    if temperature == 0:\n',
+             '                    if False:  # temperature=0 falls through to sampling\n'),
+            ('minigpt.py', '                        next_logits = next_logits / temperature\n',
+             '                        if temperature > 0:\n                            next_logits = next_logits / temperature\n'),
+            source='Lightning-AI/litgpt#2238'),
+    pitfall('top_k_keeps_one_extra', 'generate',
+            'The top-k filter keeps k + 1 tokens (the threshold is the (k+1)-th largest logit), so '
+            'top_k=1 is not greedy: keep the logits >= the k-th largest only.',
+            ('minigpt.py', 'kth_best = torch.topk(next_logits, top_k).values[-1]',
+             'kth_best = torch.topk(next_logits, top_k + 1).values[-1]  # the (k+1)-th'),
+            source='kingoflolz/mesh-transformer-jax#164'),
+    pitfall('top_k_filtered_to_tiny_positive', 'generate',
+            'The logits outside the top k are set to 1e-10 instead of -inf: a logit near 0 keeps a '
+            'large probability, so the filtered tokens are still sampled. Fill them with -inf.',
+            ('minigpt.py', 'next_logits.masked_fill(next_logits < kth_best, float("-inf"))',
+             'next_logits.masked_fill(next_logits < kth_best, 1e-10)'),
+            source='karpathy/minGPT commit 8909e1b646d6fd5235ec33259fb22fdc2c91037c'),
 )
 
 

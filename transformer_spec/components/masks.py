@@ -42,6 +42,13 @@ PITFALLS = (
     pitfall("padding_mask_inverted", "masks",
             "Your padding mask is True at the real tokens: it must be True (blocked) where tokens == pad_id.",
             ("masks.py", "(tokens == pad_id)[:, None, None, :]", "(tokens != pad_id)[:, None, None, :]")),
+    # mined from public implementations (issue 27): each cites where the mistake was made
+    pitfall('padding_mask_pad_id_hardcoded_zero', 'masks',
+            'The padding mask compares the tokens with 0 instead of pad_id: with any other pad id the '
+            'real pads are attended and every token 0 is blocked. Use tokens == pad_id.',
+            ('masks.py', 'return (tokens == pad_id)[:, None, None, :]  # (B, 1, 1, L)',
+             'return (tokens == 0)[:, None, None, :]  # (B, 1, 1, L), pad id hard-coded'),
+            source='graykode/nlp-tutorial 5-1.Transformer/Transformer-Torch.py@0e67ef8d1f55ab8ae6acbde709e23c32ff63115d'),
 )
 
 

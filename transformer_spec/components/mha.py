@@ -72,6 +72,34 @@ PITFALLS = (
             "MultiHeadSelfAttention drops its `mask` argument.",
             ("multihead.py", "return super().forward(x, x, x, mask, kv_cache=kv_cache)",
              "return super().forward(x, x, x, None, kv_cache=kv_cache)")),
+    # mined from public implementations (issue 27): each cites where the mistake was made
+    pitfall('softmax_over_heads_and_keys', 'mha',
+            'The scores of all heads are flattened together before the softmax, so the weights are '
+            'normalised over heads x keys jointly: each head must have its own softmax over the keys '
+            '(dim=-1 of (B, H, Lq, Lk)).',
+            ('multihead.py', 'import torch.nn as nn\n',
+             'import math\n\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n'),
+            ('multihead.py', 'from ._validation import check_dropout, check_features, check_heads\n',
+             'from ._validation import check_dropout, check_features, check_heads, check_mask\n'),
+            ('multihead.py', '        heads, weights = scaled_dot_product_attention(Q, K, V, mask, dropout=self.dropout)\n',
+             '        scores = torch.matmul(Q, K.transpose(-2, -1)) / math.sqrt(self.d_k)  # (B, H, Lq, Lk)\n        if mask is not None:\n            check_mask(mask, scores.shape)\n            scores = scores.masked_fill(mask, float("-inf"))\n        # one softmax over the heads and the keys together (B, Lq, H * Lk)\n        weights = F.softmax(scores.transpose(1, 2).flatten(2), dim=-1)\n        weights = weights.view(B, Lq, self.num_heads, -1).transpose(1, 2)  # (B, H, Lq, Lk)\n        heads = torch.matmul(self.dropout(weights), V)\n'),
+            source='facebookresearch/detr#247'),
+    pitfall('output_projection_created_in_forward', 'mha',
+            'The output projection is a new nn.Linear built inside forward: its random weights change '
+            'on every call and are never trained (W_O stays unused). Build W_O once in __init__ and '
+            'call self.W_O.',
+            ('multihead.py', 'return self.W_O(concat), weights  # (B, Lq, D), (B, H, Lq, Lk)',
+             'W_O = nn.Linear(self.d_model, self.d_model, bias=False).to(concat)  # new every call\n        return W_O(concat), weights'),
+            source='graykode/nlp-tutorial 5-1.Transformer/Transformer-Torch.py@0e67ef8d1f55ab8ae6acbde709e23c32ff63115d'),
+    pitfall('kv_heads_split_with_query_length', 'mha',
+            "The keys and values are split into heads with the query's shape, view(B, Lq, -1, d_k): "
+            'in cross-attention, where Lk != Lq, this infers a wrong number of heads or fails. Split '
+            'key and value with their own length, view(B, Lk, H, d_k).',
+            ('multihead.py', 'K = self.W_K(key).view(B, Lk, self.num_heads, self.d_k).transpose(1, 2)',
+             "K = self.W_K(key).view(B, Lq, -1, self.d_k).transpose(1, 2)  # the query's shape"),
+            ('multihead.py', 'V = self.W_V(value).view(B, Lk, self.num_heads, self.d_k).transpose(1, 2)',
+             'V = self.W_V(value).view(B, Lq, -1, self.d_k).transpose(1, 2)'),
+            source='huggingface/transformers#48356'),
 )
 
 

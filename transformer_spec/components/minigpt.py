@@ -53,6 +53,20 @@ PITFALLS = (
             "MiniGPT(dropout=0.0) still drops activations in train() mode.",
             ("minigpt.py", "[TransformerEncoderBlock(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)]",
              "[TransformerEncoderBlock(d_model, num_heads, d_ff) for _ in range(num_layers)]")),
+    # mined from public implementations (issue 27): each cites where the mistake was made
+    pitfall('weight_tying_by_copy', 'minigpt',
+            'The head gets a copy of the embedding matrix, nn.Parameter(W.clone()), instead of the '
+            'same tensor: the two drift apart in training and the model has an extra vocab x D '
+            'parameter. Tie them, self.lm_head.weight = self.token_embed.weight.',
+            ('minigpt.py', 'self.lm_head.weight = self.token_embed.weight',
+             'self.lm_head.weight = nn.Parameter(self.token_embed.weight.detach().clone())  # a copy'),
+            source='rasbt/LLMs-from-scratch#822'),
+    pitfall('minigpt_blocks_ignore_d_ff', 'minigpt',
+            'MiniGPT does not pass d_ff to its blocks, which always use 4 * d_model: '
+            'MiniGPT(d_ff=...) must build TransformerEncoderBlock(d_model, num_heads, d_ff, dropout).',
+            ('minigpt.py', '[TransformerEncoderBlock(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)]',
+             '[TransformerEncoderBlock(d_model, num_heads, 4 * d_model, dropout) for _ in range(num_layers)]'),
+            source='HorizonRobotics/alf#1299'),
 )
 
 

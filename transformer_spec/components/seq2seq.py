@@ -41,6 +41,21 @@ PITFALLS = (
             ("seq2seq.py", "src_mask = padding_mask(src, self.pad_id)  # (B, 1, 1, Ls): padded source keys blocked",
              "lengths = (src != self.pad_id).sum(1)  # real tokens per row, as if every pad were at the end\n"
              "        src_mask = (torch.arange(src.size(1), device=src.device)[None, :] >= lengths[:, None])[:, None, None, :]")),
+    # mined from public implementations (issue 27): each cites where the mistake was made
+    pitfall('seq2seq_causal_mask_sized_by_batch', 'seq2seq',
+            "The target's causal mask is built from tgt.size(0), the batch size, as in seq-first "
+            'code: with batch-first tokens it must be causal_mask(tgt.size(1)), the target length '
+            '(with batch size 1 the target is not masked at all).',
+            ('seq2seq.py', 'tgt_mask = causal_mask(tgt.size(1), device=tgt.device)',
+             'tgt_mask = causal_mask(tgt.size(0), device=tgt.device)  # the batch size'),
+            source='pytorch/pytorch#115472'),
+    pitfall('seq2seq_target_embedded_with_source_embedding', 'seq2seq',
+            'The target tokens are embedded with the source embedding: the two vocabularies differ (a '
+            'target id >= src_vocab_size fails) and the decoder learns the wrong table. Embed tgt '
+            'with its own tgt_embed.',
+            ('seq2seq.py', 'x = self.pos_encoding(self.tgt_embed(tgt) * scale)',
+             'x = self.pos_encoding(self.src_embed(tgt) * scale)'),
+            source='IpsumDominum/Pytorch-Simple-Transformer#1'),
 )
 
 
