@@ -54,7 +54,9 @@ VARIANTS: tuple[tuple[str, tuple], ...] = (
     ("positions_start_at_1", (("position.py", "return x + self.pe[:, start : start + x.size(1)].to(x.dtype)",
                                "return x + self.pe[:, start + 1 : start + 1 + x.size(1)].to(x.dtype)"),)),
     ("no_weight_tying", (("minigpt.py", "self.lm_head.weight = self.token_embed.weight",
-                          "self.lm_head.weight = nn.Parameter(self.token_embed.weight.detach().clone())"),)),
+                          "self.lm_head.weight = nn.Parameter(0.02 * torch.randn_like(self.token_embed.weight))"),)),
+    ("weight_tying_by_copy", (("minigpt.py", "self.lm_head.weight = self.token_embed.weight",
+                               "self.lm_head.weight = nn.Parameter(self.token_embed.weight.detach().clone())"),)),
     ("mode_not_restored", (("minigpt.py", "self.train(was_training)", "self.train(False)"),)),
     ("top_k_ignored", (("minigpt.py", "kth_best = torch.topk(next_logits, top_k).values[-1]",
                         "kth_best = next_logits.min()"),)),
@@ -113,20 +115,13 @@ _ENCODER_INIT = """    def __init__(self, d_model=512, num_heads=8, d_ff=2048, d
         self.ffn"""
 
 #: Single mistakes that no catalogue pitfall describes, written independently of the catalogue
-#: (issue 13: the first two were once named "dropout applied to the residual sum"): ``(component,
+#: (issue 13: the first was once named "dropout applied to the residual sum"; a second, the residual
+#: stream normalised in place, is now the mined pitfall ``pre_ln_residual_from_normalized_input``): ``(component,
 #: description, patches)``. The diagnosis must name nothing for them, in their component and in
 #: every component downstream of it.
 UNNAMED: tuple[tuple[str, str, tuple], ...] = (
     ("encoder", "the encoder block's default is Post-LN (norm_first=False)",
      (("blocks.py", _ENCODER_INIT, _ENCODER_INIT.replace("norm_first=True", "norm_first=False", 1)),)),
-    ("encoder", "the encoder block normalises the residual stream itself: x = norm1(x), then x = x + attn(x)",
-     (("blocks.py", """            attn_out, attn_weights = self.self_attn(self.norm1(x), mask, kv_cache=kv_cache)
-            x = x + self.dropout(attn_out)
-            x = x + self.dropout(self.ffn(self.norm2(x)))""", """            x = self.norm1(x)
-            attn_out, attn_weights = self.self_attn(x, mask, kv_cache=kv_cache)
-            x = x + self.dropout(attn_out)
-            x = self.norm2(x)
-            x = x + self.dropout(self.ffn(x))"""),)),
     # issue 27's findings: mistakes upstream once made components downstream name a pitfall the code
     # does not have (generate named `embedding_not_scaled` for keys split by view alone)
     ("attention", "softmax taken before the mask, the blocked weights then set to 0 (rows no longer sum to 1)",

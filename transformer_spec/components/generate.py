@@ -101,6 +101,7 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "window", lambda: gen([4, 1, 7, 7, 2, 9, 3, 11, 5, 6], 3, temperature=0))
     bp.capture(f, "sample_t0.5", lambda: gen([1, 2, 3], 6, temperature=0.5, generator=inputs.generator(5)))
     bp.capture(f, "sample_t3_top2", lambda: gen([1, 2, 3], 6, temperature=3.0, top_k=2, generator=inputs.generator(6)))
+    bp.capture(f, "sample_t3", lambda: gen([1, 2, 3], 12, temperature=3.0, generator=inputs.generator(11)))
 
     def top_k_above_vocabulary():
         out = gen([1, 2, 3], 3, temperature=1.0, top_k=bp.VOCAB + 5, generator=inputs.generator(10))

@@ -57,6 +57,7 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "causal_mask", lambda: impl.causal_mask(5))
     tokens = torch.tensor([[4, 2, 7, 0, 0], [3, 0, 5, 9, 1]])
     bp.capture(f, "padding_mask", lambda: impl.padding_mask(tokens, 0))
+    bp.capture(f, "padding_mask_pad_9", lambda: impl.padding_mask(tokens, 9))
 
 
 def _causal_mask(mod, seed):

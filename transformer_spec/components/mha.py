@@ -119,6 +119,7 @@ def behaviour(impl, f: bp.Features) -> None:
         return bp.module(impl.MultiHeadAttention, p, d_model=bp.D, num_heads=bp.H, dropout=dropout)
 
     bp.capture(f, "cross", lambda: mha()(query, key, value))
+    bp.capture(f, "cross_equal_lengths", lambda: mha()(query, key[:, :3], value[:, :3]))
     bp.capture(f, "cross_masked", lambda: mha()(query, key, value, mask))
     bp.capture(f, "self_causal", lambda: bp.module(impl.MultiHeadSelfAttention, p, d_model=bp.D, num_heads=bp.H,
                                                dropout=0.0)(x, inputs.causal(4)))

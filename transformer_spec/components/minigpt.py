@@ -82,6 +82,13 @@ def behaviour(impl, f: bp.Features) -> None:
 
     bp.capture(f, "tied", tied)
 
+    def head_starts_as_the_embedding():  # a copy is equal at first, then trained apart (untied)
+        torch.manual_seed(52)
+        m = impl.MiniGPT(bp.VOCAB, d_model=bp.D, num_heads=bp.H, num_layers=1, d_ff=bp.FF, max_len=bp.MAX_LEN)
+        return bool(torch.equal(m.lm_head.weight, m.token_embed.weight))
+
+    bp.capture(f, "head_starts_as_the_embedding", head_starts_as_the_embedding)
+
     def dropout_zero_is_eval_in_train():
         m = bp.small_minigpt(impl, dropout=0.0)
         with torch.no_grad():

@@ -93,6 +93,10 @@ def behaviour(impl, f: bp.Features) -> None:
     p = {"embedding.weight": inputs.randn(10, 6, seed=41)}
     bp.capture(f, "learned", lambda: bp.module(impl.LearnedPositionEmbedding, p, d_model=6, max_len=10)(
         torch.zeros(2, 4, 6, dtype=bp.DTYPE)))
+    bp.capture(f, "sinusoidal_odd_d_model", lambda: impl.SinusoidalPositionEncoding(d_model=5, max_len=10).to(bp.DTYPE)(
+        torch.zeros(1, 3, 5, dtype=bp.DTYPE)))
+    bp.capture(f, "sinusoidal_trainable_parameters",
+               lambda: sum(p.numel() for p in impl.SinusoidalPositionEncoding(d_model=6, max_len=10).parameters()))
 
 
 def _sinusoidal(mod, seed):

@@ -109,6 +109,10 @@ def behaviour(impl, f: bp.Features) -> None:
         return not torch.allclose(m(src, tgt)[:, :2], m(src, other)[:, :2], rtol=1e-9, atol=1e-9)
 
     bp.capture(f, "future_target_changes_earlier_logits", future_changes_past)
+    bp.capture(f, "batch_of_two", lambda: f"logits {tuple(model()(torch.cat([src, src]), torch.cat([tgt, tgt])).shape)}")
+    # target ids 11 and 12 exist only in the target vocabulary (13 ids; the source has 11)
+    bp.capture(f, "target_ids_beyond_the_source_vocabulary",
+               lambda: f"logits {tuple(model()(src, torch.tensor([[1, 12, 11]])).shape)}")
 
 
 # The re-checks. The contract leaves Seq2SeqTransformer's embeddings, final norms and output
