@@ -60,6 +60,7 @@ def test_refresher_writes_at_most_every_interval_unless_forced(tmp_path):
     assert writes == [tmp_path / "report.html"] * 2
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(NO_CHROMIUM, reason="Chromium is not installed (.ci/run installs it)")
 def test_headless_chromium_renders_every_figure_without_script_errors(tmp_path):
     page = tmp_path / "report.html"

@@ -23,6 +23,9 @@ import pytest
 
 from transformer_spec.patching import INDEPENDENT_IMPL, REFERENCE_DIR, write_patched_reference
 
+#: the slow set (conftest.py: run with --slow): a graded run per route around the forbidden-API guard
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 SELECTION = ["spec_tests/test_torch_oracle.py", "-k", "sdpa or feed_forward"]
 END = "    return output, weights\n    ### END SOLUTION\n"

@@ -20,6 +20,9 @@ from transformer_spec import registry
 from transformer_spec.layout import ROOT
 from transformer_spec.patching import REFERENCE_DIR
 
+#: the slow set (conftest.py: run with --slow): grades classes whose files lack names
+pytestmark = pytest.mark.slow
+
 NAMED = {c.name for c in registry.components() if any("." not in n.name for n in c.names)}
 
 

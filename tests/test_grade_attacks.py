@@ -29,7 +29,8 @@ from tests.adversarial import run as attack_run
 from tests.adversarial.attack_corpus import HONEST, build_attacks
 from tests.adversarial.expect import problems
 
-pytestmark = pytest.mark.timeout(720)
+#: the slow set (conftest.py: run with --slow): grades the attack corpus as a class, and each attack through tools.grade single
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(720)]
 
 STUDENTS = [
     "base_buggy", "big_frames", "bypass_direct", "bypass_guard_removed_at_import", "bypass_guard_removed_in_call",

@@ -26,6 +26,9 @@ from tests.tools_helpers import NO_CHROMIUM, assert_renders_in_chromium
 from tests.test_grading import GRADESCOPE_SCHEMA
 from tools import grade
 
+#: the slow set (conftest.py: run with --slow): grades the sample class corpus in sandboxed children
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 ORACLE = "spec_tests/test_torch_oracle.py"
 FAST = ["--tests", ORACLE, "--time-limit", "20", "--test-timeout", "6", "--wall", "60",

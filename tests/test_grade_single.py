@@ -16,6 +16,9 @@ from tools import grade
 from transformer_spec.patching import REFERENCE_DIR, write_patched_reference
 from transformer_spec.pitfalls import by_name
 
+#: the slow set (conftest.py: run with --slow): grades submissions through tools.grade single, sandbox and re-checks
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 ORACLE = "spec_tests/test_torch_oracle.py"
 LIMITS = ["--tests", ORACLE, "--time-limit", "60", "--test-timeout", "20", "--wall", "150", "--memory-mb", "2500",

@@ -200,6 +200,7 @@ def test_coverage_pages_show_only_the_submissions_files_and_valid_lines(tmp_path
     assert b"No file of the submission was measured" in coverage_pages.pages("a", [])["index.html"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(NO_CHROMIUM, reason="needs Chromium (CI installs it)")
 def test_a_coverage_page_shows_hostile_source_as_text_in_a_browser(tmp_path):
     """A page the grader wrote from a source holding a script and a redirect shows both as text:
@@ -232,6 +233,7 @@ if "--cov-submission" in _ts_sys.argv:
 """
 
 
+@pytest.mark.slow
 def test_the_class_graders_coverage_pages_are_its_own(tmp_path):
     """``tools.grade --coverage`` end to end: the student's pages are the grader's (written from the
     child's JSON report), whatever the submission leaves in its coverage folder, and they show its
@@ -258,6 +260,7 @@ def _tmux(*args: str) -> str:
     return subprocess.run(["tmux", "-L", "ts-grade-text", *args], capture_output=True, text=True, timeout=30).stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (CI installs it)")
 def test_a_terminal_shows_hostile_ids_as_text(tmp_path):
     """``tools.grade`` in a real terminal (tmux): ids holding a window-title sequence and an "erase the

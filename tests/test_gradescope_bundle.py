@@ -29,6 +29,9 @@ from tools.grade.cli import build_single_parser, settings_of
 from transformer_spec.patching import REFERENCE_DIR, write_patched_reference
 from transformer_spec.pitfalls import by_name
 
+#: the slow set (conftest.py: run with --slow): builds Gradescope's bundle and runs its run_autograder
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 # A small file of the suite (attention and multi-head attention): the gradings stay short.
 SMALL = "spec_tests/test_seed001_worked_example.py"

@@ -72,6 +72,7 @@ def grade(tmp_path: Path, impl: Path) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_a_notebook_gets_the_results_of_the_same_code_as_a_py_file(tmp_path):
     """Every component's golden tests (the whole suite through the class grader, on the oracle
     tests: tests/test_grade_class.py::test_a_notebook_gets_the_grade_of_the_same_code_as_a_py_file)."""

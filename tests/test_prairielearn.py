@@ -21,6 +21,9 @@ from tools import gradescope_bundle, prairielearn, release
 from transformer_spec.patching import REFERENCE_DIR, write_patched_reference
 from transformer_spec.pitfalls import by_name
 
+#: the slow set (conftest.py: run with --slow): runs the PrairieLearn grader's run.sh on student files
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 
 # PrairieLearn's results.json (docs.prairielearn.com, "External Grading", "Grading results"): `score`

@@ -53,6 +53,7 @@ def test_every_component_is_rechecked():
     assert [c.name for c in registry.components() if not c.rechecks] == [], "components without re-checks"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("who", ["reference", "independent"])
 def test_rechecks_agree_with_correct_implementations_on_many_seeds(who, expected):
     sub = loader.load("reference" if who == "reference" else str(INDEPENDENT))

@@ -24,8 +24,9 @@ from tools.grade import sandbox
 from tools.grade.children import run_child
 from tools.grade.settings import REPO, Limits
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("bwrap") is None,
-                                reason="needs root and bubblewrap (apt-get install bubblewrap)")
+#: the slow set (conftest.py: run with --slow): starts sandboxed children and attacks them from inside
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0 or shutil.which("bwrap") is None,
+                                reason="needs root and bubblewrap (apt-get install bubblewrap)")]
 
 #: Tries everything a hostile submission would; prints what it got as one JSON line.
 ATTACK = textwrap.dedent('''

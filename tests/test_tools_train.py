@@ -291,6 +291,7 @@ def test_bad_numbers_and_device(capsys, tmp_path):
 # --------------------------------------------------------------------------- many processes
 
 
+@pytest.mark.slow
 def test_torchrun_two_processes(tmp_path):
     """Two processes with gloo: the run completes, rank 0 alone writes, the checkpoint loads."""
     out = tmp_path / "ddp"

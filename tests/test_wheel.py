@@ -20,7 +20,8 @@ from transformer_spec.patching import INDEPENDENT_IMPL
 
 REPO = Path(__file__).resolve().parent.parent
 # Building, installing and one sandboxed grading each take minutes on a busy 2-core machine.
-pytestmark = pytest.mark.timeout(900)
+#: the slow set (conftest.py: run with --slow): builds the sdist and the wheel and installs them in a fresh virtual environment
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 try:  # Python 3.11+
     import tomllib
