@@ -6,6 +6,8 @@ shows the value that came in and says how to fix it (the contract's "never a bar
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 
@@ -102,3 +104,45 @@ def check_tokens(name: str, tokens, vocab_size: int, max_len: int | None = None)
             f"outside the vocabulary [0, {vocab_size - 1}] (vocab_size={vocab_size})"
         )
     return tokens
+
+
+def check_positive_float(name: str, value) -> float:
+    """``value`` must be a finite real number greater than zero (``eps``, ``theta``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a positive float, got {value!r} ({type(value).__name__})")
+    if not 0.0 < value < float("inf"):
+        raise ValueError(f"{name} must be a positive finite float, got {name}={value}")
+    return float(value)
+
+
+def check_last_dim(name: str, x, size: int, what: str) -> torch.Tensor:
+    """A tensor whose last dimension is ``size`` (``what`` names the constructor argument)."""
+    check_tensor(name, x, min_dim=1)
+    if x.size(-1) != size:
+        raise ValueError(
+            f"{name} has {x.size(-1)} features in its last dimension (shape {tuple(x.shape)}) "
+            f"but the module was built with {what}={size}"
+        )
+    return x
+
+
+def check_seed_tokens(seed_tokens, vocab_size: int) -> list[int]:
+    """A non-empty list (or 1-D tensor) of ids in ``[0, vocab_size)`` -> a fresh list of ints."""
+    if isinstance(seed_tokens, torch.Tensor):
+        if seed_tokens.dim() != 1 or seed_tokens.dtype.is_floating_point:
+            raise ValueError(
+                f"seed_tokens must be a list of ints or a 1-D integer tensor, "
+                f"got a tensor of shape {tuple(seed_tokens.shape)} and dtype {seed_tokens.dtype}"
+            )
+        seed_tokens = seed_tokens.tolist()
+    if isinstance(seed_tokens, (str, bytes)) or not hasattr(seed_tokens, "__iter__"):
+        raise TypeError(f"seed_tokens must be a list of ints, got {type(seed_tokens).__name__}")
+    tokens = list(seed_tokens)
+    if not tokens:
+        raise ValueError("seed_tokens must hold at least one token id, got an empty sequence")
+    for t in tokens:
+        if isinstance(t, bool) or not isinstance(t, numbers.Integral):
+            raise TypeError(f"seed_tokens must hold ints, got {t!r} ({type(t).__name__})")
+        if not 0 <= t < vocab_size:
+            raise ValueError(f"seed_tokens holds id {t}, outside the vocabulary [0, {vocab_size - 1}]")
+    return [int(t) for t in tokens]

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._validation import check_dropout, check_heads, check_positive_int, check_tokens
+from ._validation import check_dropout, check_heads, check_positive_int, check_seed_tokens, check_tokens
 from .blocks import TransformerEncoderBlock
 from .kv_cache import KVCache, step_weights
 from .position import SinusoidalPositionEncoding
@@ -124,7 +124,7 @@ class MiniGPT(nn.Module):
         (sinusoidal), so once the sequence outgrows ``max_len`` and the window slides, every
         cached key is stale: each such step recomputes its window, exactly as ``use_cache=False``.
         """
-        tokens = _check_seed_tokens(seed_tokens, self.vocab_size)
+        tokens = check_seed_tokens(seed_tokens, self.vocab_size)
         check_positive_int("max_new_tokens", max_new_tokens)
         if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or temperature < 0:
             raise ValueError(f"temperature must be a float >= 0 (0 = greedy), got temperature={temperature!r}")
@@ -168,28 +168,6 @@ class MiniGPT(nn.Module):
             self.train(was_training)
         return tokens
         ### END SOLUTION
-
-
-def _check_seed_tokens(seed_tokens, vocab_size: int) -> list[int]:
-    """A non-empty list (or 1-D tensor) of ids in ``[0, vocab_size)`` -> a fresh list of ints."""
-    if isinstance(seed_tokens, torch.Tensor):
-        if seed_tokens.dim() != 1 or seed_tokens.dtype.is_floating_point:
-            raise ValueError(
-                f"seed_tokens must be a list of ints or a 1-D integer tensor, "
-                f"got a tensor of shape {tuple(seed_tokens.shape)} and dtype {seed_tokens.dtype}"
-            )
-        seed_tokens = seed_tokens.tolist()
-    if isinstance(seed_tokens, (str, bytes)) or not hasattr(seed_tokens, "__iter__"):
-        raise TypeError(f"seed_tokens must be a list of ints, got {type(seed_tokens).__name__}")
-    tokens = list(seed_tokens)
-    if not tokens:
-        raise ValueError("seed_tokens must hold at least one token id, got an empty sequence")
-    for t in tokens:
-        if isinstance(t, bool) or not isinstance(t, numbers.Integral):
-            raise TypeError(f"seed_tokens must hold ints, got {t!r} ({type(t).__name__})")
-        if not 0 <= t < vocab_size:
-            raise ValueError(f"seed_tokens holds id {t}, outside the vocabulary [0, {vocab_size - 1}]")
-    return [int(t) for t in tokens]
 
 
 def init_weights(module: nn.Module) -> None:

@@ -66,6 +66,7 @@ def test_multihead_mask_true_means_blocked(impl, dtype):
 
 
 @pytest.mark.component("masks")
+@pytest.mark.track("classic")  # padding_mask: the modern track has causal_mask only
 def test_padding_mask_is_true_at_pad_tokens(impl):
     tokens = torch.tensor([[5, 3, 0, 0], [0, 7, 2, 0]])
     expected = torch.tensor([[False, False, True, True], [True, False, False, True]])[:, None, None, :]
@@ -129,6 +130,7 @@ def test_float64_is_computed_in_float64(impl):
 
 
 @pytest.mark.component("masks")
+@pytest.mark.track("classic")  # padding_mask: the modern track has causal_mask only
 def test_masks_follow_the_device(impl):
     device = torch.device("cpu")  # the only device here; the argument must be accepted and honoured
     m = impl.causal_mask(3, device=device)

@@ -14,7 +14,8 @@ B, L, LK, D, H, FF, VOCAB = 2, 5, 7, 8, 2, 16, 11
 
 
 def _component_params(names):
-    return [pytest.param(n.name, marks=pytest.mark.component(n.component), id=n.name) for n in names]
+    return [pytest.param(n.name, marks=[pytest.mark.component(n.component), *([pytest.mark.track(*n.tracks)] if n.tracks else [])],
+                         id=n.name) for n in names]
 
 
 @pytest.mark.parametrize("name", _component_params(contract.names()))
@@ -46,6 +47,7 @@ def test_attention_output_shapes_and_dtype(impl, dtype):
 
 
 @pytest.mark.component("masks")
+@pytest.mark.track("classic")  # padding_mask: the modern track has causal_mask only
 def test_mask_shapes_and_dtype(impl):
     _check(impl.causal_mask(L), (L, L), torch.bool, "causal_mask(5)")
     tokens = torch.tensor([[3, 4, 0, 0], [5, 0, 0, 0]])

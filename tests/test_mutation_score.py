@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from tools import mutation_score as ms
-from transformer_spec import contract
+from transformer_spec import contract, layout, tracks
 from transformer_spec.loader import load
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,10 +79,10 @@ def test_checked_in_equivalents_name_functions_of_the_reference():
             assert f"class {cls}" in source, f"{name}: no class {cls} in reference/{module}.py"
 
 
-def test_independent_implementation_defines_the_whole_contract():
-    """``tests/independent/alt_submission.py``, graded by ``python -m tools.mutants`` as a correct row."""
-    from tools import mutants
-
-    impl = load(str(mutants.INDEPENDENT_IMPL))
-    missing = [n.name for n in contract.names() if not impl.has(n.name)]
-    assert not missing, f"the independent implementation lacks {missing}"
+@pytest.mark.parametrize("track", tracks.names())
+def test_each_tracks_independent_implementation_defines_its_contract(track):
+    """``tests/independent/alt_submission.py`` (classic) and ``alt_modern.py`` (modern), graded by
+    ``python -m tools.mutants --track T`` as a correct row."""
+    impl = load(str(layout.ROOT / tracks.get(track).independent))
+    missing = [n.name for n in contract.of_track(track) if not impl.has(n.name)]
+    assert not missing, f"the {track} track's independent implementation lacks {missing}"

@@ -50,14 +50,16 @@ def _collect(config) -> dict[str, str]:
                     found[item.nodeid] = marker.args[0]
 
     root = str(config.rootpath)
-    assert pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", f"{root}/spec_tests", f"{root}/properties"],
+    assert pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "--track", "all", f"{root}/spec_tests",
+                        f"{root}/properties"],
                        plugins=[Collector()]) == 0
     return found
 
 
 def test_which_components_a_mistake_breaks_follows_from_depends_on():
     assert registry.affected_by("attention") == ("attention", "mha", "encoder", "decoder", "minigpt", "generate",
-                                                 "seq2seq")
+                                                 "seq2seq", "gqa", "llama_block", "minillama", "llama_generate")
+    assert registry.affected_by("rotary") == ("rotary", "gqa", "llama_block", "minillama", "llama_generate")
     assert registry.affected_by("masks") == ("masks", "seq2seq")
     assert registry.affected_by("errors") == ("errors",)
 
@@ -85,7 +87,7 @@ UNSCALED = pitfall("throwaway_unscaled", "throwaway",
                    "The scores are not divided by sqrt(d_k) (a throwaway component's own copy of the mistake).",
                    ("attention.py", "scale = 1.0 / math.sqrt(q.size(-1))", "scale = 1.0"))
 THROWAWAY = Component(
-    "throwaway", label="thr", points=5, order=len(registry.names()) + 1, depends_on=("attention",),
+    "throwaway", label="thr", points=5, order=max(c.order for c in registry.components()) + 1, depends_on=("attention",),
     pitfalls=(UNSCALED,), behaviour=_saturation,
     rechecks=(Recheck("throwaway_weights", "throwaway", ("spec_tests/test_throwaway.py::test_weights",),
                       _recheck_weights),),

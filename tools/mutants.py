@@ -1,6 +1,7 @@
 """The kill matrix: run the whole suite on every mistake of the pitfall catalogue and on every allowed variation.
 
     python -m tools.mutants                     # every row, 2 in parallel; exit 1 on a gap
+    python -m tools.mutants --track modern      # the modern track's rows (the Llama-style decoder)
     python -m tools.mutants --only no_scaling tanh_gelu --show-tests
     python -m tools.mutants --only handwritten_softmax generate_under_no_grad   # variations too
     python -m tools.mutants --json kill_matrix.json
@@ -47,11 +48,11 @@ import hypothesis.errors
 
 from tools.grade.batch import grade_class
 from tools.grade.settings import DEFAULT_TESTS, Limits, Settings
-from transformer_spec import registry
+from transformer_spec import layout, registry, tracks
 from transformer_spec.failures import EXAMPLE_HEADING
 from transformer_spec.hypothesis_profiles import GRADING_PROFILE, PROFILES
 from transformer_spec.outcomes import Kind
-from transformer_spec.patching import INDEPENDENT_IMPL, write_patched_reference
+from transformer_spec.patching import write_patched_reference
 from transformer_spec.registry import Pitfall
 from transformer_spec.results_file import nodeid_of
 from transformer_spec.variations import BY_NAME as VARIATIONS_BY_NAME
@@ -61,7 +62,7 @@ from transformer_spec.variations import Variation
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = "(reference)"
 INDEPENDENT = "(independent)"
-CORRECT = {REFERENCE: "reference", INDEPENDENT: str(INDEPENDENT_IMPL)}  # rows that must be clean
+CORRECT = (REFERENCE, INDEPENDENT)  # rows that must be clean
 PROFILE = GRADING_PROFILE
 
 
@@ -119,10 +120,19 @@ class Row:
         return self.verdict in ("clean", "killed")
 
 
-def grader_settings(profile: str = PROFILE) -> Settings:
+def grader_settings(profile: str = PROFILE, track: str = tracks.DEFAULT) -> Settings:
     """How the kill matrix grades a row: as ``tools.grade`` grades a student (sandbox, limits, hidden
-    re-checks, the ``grading`` profile), with one torch thread and no named diagnosis."""
-    return Settings(list(DEFAULT_TESTS), None, Limits(threads=1), hypothesis_profile=profile, diagnose=False)
+    re-checks, the ``grading`` profile, the track's tests and rubric), with one torch thread and no
+    named diagnosis."""
+    return Settings(list(DEFAULT_TESTS), None, Limits(threads=1), hypothesis_profile=profile, diagnose=False,
+                    track=track)
+
+
+def rows_of_track(track: str) -> tuple[list[Variation], list[Pitfall]]:
+    """The allowed variations and pitfalls of ``track``'s kill matrix: those of the components whose
+    home it is (:func:`transformer_spec.tracks.home`)."""
+    return ([v for v in VARIATIONS if tracks.home(v.component) == track],
+            [p for p in registry.pitfalls() if tracks.home(p.component) == track])
 
 
 #: the names of hypothesis's own errors (its module's exception classes): a failure message that
@@ -145,14 +155,15 @@ def unreadable(test: dict) -> str | None:
     return None
 
 
-def write_row(item: Pitfall | Variation | str, folder: Path) -> None:
+def write_row(item: Pitfall | Variation | str, folder: Path, track: str = tracks.DEFAULT) -> None:
     """``item`` as a student's folder ``folder/<its name>``: a patched copy of the reference, or a
-    correct implementation."""
+    correct implementation (the independent one of ``track``)."""
     name = item if isinstance(item, str) else item.name
     dest = folder / name
     if name == INDEPENDENT:
         dest.mkdir(parents=True)
-        shutil.copyfile(INDEPENDENT_IMPL, dest / INDEPENDENT_IMPL.name)
+        independent = layout.ROOT / tracks.get(track).independent
+        shutil.copyfile(independent, dest / independent.name)
     else:
         write_patched_reference(dest, [] if name == REFERENCE else item.patches, f"mutant_{_folder(name)}")
 
@@ -194,17 +205,18 @@ def row_of(item: Pitfall | Variation | str, record) -> Row:
     return row
 
 
-def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, profile: str = PROFILE) -> list[Row]:
+def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, profile: str = PROFILE,
+            track: str = tracks.DEFAULT) -> list[Row]:
     """Grade the correct implementations and each pitfall or variation of ``pitfalls`` (in that
-    order) as one class through ``tools.grade`` (``jobs`` students at a time); their rows."""
+    order) as one class of ``track`` through ``tools.grade`` (``jobs`` students at a time); their rows."""
     items = [*CORRECT, *pitfalls]
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
         folder = Path(tmp) / "class"
         folder.mkdir()
         for item in items:
-            write_row(item, folder)
-        records = grade_class(folder, Path(tmp) / "grades", grader_settings(profile), jobs=jobs, progress=False,
-                              class_report=False)
+            write_row(item, folder, track)
+        records = grade_class(folder, Path(tmp) / "grades", grader_settings(profile, track), jobs=jobs,
+                              progress=False, class_report=False)
     rows = []
     for item in items:
         rows.append(row_of(item, records.get(item if isinstance(item, str) else item.name)))
@@ -213,12 +225,12 @@ def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, p
     return rows
 
 
-def format_matrix(rows: list[Row]) -> list[str]:
-    """Rows: correct code, variations, pitfalls; columns: components; a cell is the number of failing
-    tests ([n] = the pitfall's own component; a variation's own component is not bracketed, as every
+def format_matrix(rows: list[Row], track: str = tracks.DEFAULT) -> list[str]:
+    """Rows: correct code, variations, pitfalls; columns: ``track``'s components; a cell is the number of
+    failing tests ([n] = the pitfall's own component; a variation's own component is not bracketed, as every
     cell of its row must be ".")."""
     width = max(len(r.name) for r in rows)
-    short = {c.name: c.label for c in registry.components()}
+    short = {c.name: c.label for c in tracks.components(track)}
     head = f"{'row':<{width}}  {'own':<5}" + "".join(f"{label:>6}" for label in short.values()) + "  verdict"
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -248,17 +260,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write the matrix as JSON")
     parser.add_argument("--profile", default=PROFILE, choices=PROFILES,
                         help=f"the hypothesis profile of every row (default {PROFILE!r}, what a student is graded with)")
+    parser.add_argument("--track", choices=tracks.names(), default=tracks.DEFAULT,
+                        help=f"the track whose rows are graded (default {tracks.DEFAULT}): the pitfalls and variations of "
+                             "its components, its reference and independent implementation, its tests and rubric")
     parser.add_argument("--list", action="store_true", help="list the pitfalls and the variations, and exit")
     parser.add_argument("--diagnose-accuracy", action="store_true",
                         help="measure how often transformer_spec.diagnose names each pitfall, and exit")
     args = parser.parse_args(argv)
 
-    pitfalls = registry.pitfalls()
-    by_name = {p.name: p for p in pitfalls}
+    track_variations, pitfalls = rows_of_track(args.track)
+    by_name = {p.name: p for p in registry.pitfalls()}
     if args.list:
         for p in pitfalls:
             print(f"pitfall    {p.component:<10} {p.name:<40} {p.explanation}")
-        for v in VARIATIONS:
+        for v in track_variations:
             print(f"variation  {v.component:<10} {v.name:<40} {v.explanation}")
         return 0
     if args.diagnose_accuracy:
@@ -272,18 +287,19 @@ def main(argv: list[str] | None = None) -> int:
         chosen = [VARIATIONS_BY_NAME.get(n) or by_name[n] for n in args.only]
         rows_to_run = [c for c in chosen if isinstance(c, Variation)] + [c for c in chosen if not isinstance(c, Variation)]
     else:
-        rows_to_run = [*VARIATIONS, *pitfalls]
+        rows_to_run = [*track_variations, *pitfalls]
     n_variations = sum(isinstance(r, Variation) for r in rows_to_run)
     n_pitfalls = len(rows_to_run) - n_variations
 
-    print(f"grading the reference, the independent implementation, {n_variations} allowed variations and "
-          f"{n_pitfalls} pitfalls, {args.jobs} at a time (hypothesis profile {args.profile!r})", flush=True)
+    print(f"the {args.track} track: grading the reference, the independent implementation, {n_variations} allowed "
+          f"variations and {n_pitfalls} pitfalls, {args.jobs} at a time (hypothesis profile {args.profile!r})",
+          flush=True)
     start = time.monotonic()
-    rows = run_all(rows_to_run, jobs=max(1, args.jobs), progress=_print_row, profile=args.profile)
+    rows = run_all(rows_to_run, jobs=max(1, args.jobs), progress=_print_row, profile=args.profile, track=args.track)
     elapsed = time.monotonic() - start
 
     print()
-    for line in format_matrix(rows):
+    for line in format_matrix(rows, args.track):
         print(line)
     print()
     for r in rows:

@@ -9,10 +9,10 @@ the :mod:`~transformer_spec.registry` on each call.
 
 from __future__ import annotations
 
-from . import registry
+from . import registry, tracks
 from .registry import Name
 
-__all__ = ["Name", "names", "by_name", "top_level"]
+__all__ = ["Name", "names", "by_name", "top_level", "of_track"]
 
 
 def names() -> tuple[Name, ...]:
@@ -37,3 +37,9 @@ def top_level() -> tuple[str, ...]:
     """The top-level names a complete submission defines (``MiniGPT.generate`` is a method)."""
     return tuple(n.name for n in names() if n.kind != "method")
 
+
+
+def of_track(track: str) -> tuple[Name, ...]:
+    """The names a complete submission of ``track`` defines (``padding_mask`` is classic only)."""
+    comps = set(tracks.component_names(track))
+    return tuple(n for n in names() if n.component in comps and (not n.tracks or track in n.tracks))

@@ -37,11 +37,11 @@ from pathlib import Path
 import pytest
 
 from . import diagnose, failures, forbidden, outcomes, registry, results_file, rubric, run_report, stubs
-from . import submission_coverage
+from . import submission_coverage, tracks
 from .contract import by_name
 from .files import relative
 from .outcomes import Outcome
-from .plugin import under_test
+from .plugin import track as plugin_track, under_test
 
 DEFAULT_TIME_LIMIT = 420.0
 _RUN = pytest.StashKey["GradingRun"]()
@@ -125,6 +125,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "hidden: students see this test's result only after grades are published "
                                        "(Gradescope visibility after_published)")
     if hasattr(config, "workerinput"):  # pragma: no cover - xdist workers report to the controller
+        return
+    if plugin_track(config) == tracks.ALL:  # every track's tests, graded by none (the project's own runs)
+        if grading_requested(config):
+            raise pytest.UsageError(f"--track {tracks.ALL} grades nothing: choose one of {', '.join(tracks.names())}")
         return
     try:
         chosen = rubric.load_rubric(config.getoption("--rubric"))

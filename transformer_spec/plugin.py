@@ -14,11 +14,12 @@ and the forbidden-API guard through :func:`under_test`.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from . import files, forbidden, loader
+from . import files, forbidden, loader, tracks
 
 
 class UnderTest:
@@ -79,13 +80,39 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              f"(default: ${loader.ENV_VAR} or '{loader.DEFAULT_TARGET}')",
     )
     group.addoption(
+        "--track", action="store", default=None, metavar="NAME",
+        help=f"the track to grade: {', '.join(tracks.names())} (default: ${tracks.ENV_VAR} or "
+             f"'{tracks.DEFAULT}'); '{tracks.ALL}' runs every track's tests and grades none (the project's own runs)",
+    )
+    group.addoption(
         "--torch-threads", action="store", type=int, default=1, metavar="N",
         help="torch.set_num_threads(N) for the run (default 1)",
     )
 
 
+_TRACK = pytest.StashKey[str]()
+_TRACK_BEFORE = pytest.StashKey["str | None"]()
+
+
+def track(config: pytest.Config) -> str:
+    """The track of this run, resolved once (``--track``, else ``$TRANSFORMER_SPEC_TRACK``, else
+    classic) and made the process's own (:func:`tracks.use`), so child processes grade it too."""
+    if _TRACK not in config.stash:
+        config.stash[_TRACK_BEFORE] = os.environ.get(tracks.ENV_VAR)
+        chosen = config.getoption("--track")
+        try:
+            tracks.use(chosen if chosen is not None else tracks.current())
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        config.stash[_TRACK] = tracks.current()
+    return config.stash[_TRACK]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "component(name): the contract component a test grades")
+    config.addinivalue_line("markers", "track(*names): the tracks a test runs in, narrower than its component's "
+                                       "(transformer_spec/tracks.py)")
+    track(config)
     import torch
 
     threads = config.getoption("--torch-threads")
@@ -93,6 +120,17 @@ def pytest_configure(config: pytest.Config) -> None:
         if threads < 1:
             raise pytest.UsageError(f"--torch-threads must be at least 1, got {threads}")
         torch.set_num_threads(threads)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Give the process back its track (a run inside another, ``pytest.main`` in a test, must not
+    change the outer run's)."""
+    if _TRACK_BEFORE in config.stash:
+        before = config.stash[_TRACK_BEFORE]
+        if before is None:
+            os.environ.pop(tracks.ENV_VAR, None)
+        else:
+            os.environ[tracks.ENV_VAR] = before
 
 
 def notebook_notes(config: pytest.Config) -> list[str]:
@@ -114,6 +152,28 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def impl(pytestconfig: pytest.Config) -> loader.Submission:
     """The implementation under test. ``impl.MultiHeadAttention`` is the submission's class."""
     return under_test(pytestconfig).submission
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
+    """Drop the tests of other tracks before anything else sees the collection: the grading plugin
+    shares a track's points among its own tests only, so a classic submission is never charged for
+    a modern test (and the other way round)."""
+    chosen = track(config)
+    keep = [i for i in items if tracks.keeps(chosen, _component(i), _narrowed(i))]
+    if len(keep) != len(items):
+        items[:] = keep
+    yield
+
+
+def _component(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("component")
+    return marker.args[0] if marker is not None and marker.args else None
+
+
+def _narrowed(item: pytest.Item) -> tuple[str, ...]:
+    marker = item.get_closest_marker("track")
+    return tuple(marker.args) if marker is not None else ()
 
 
 @pytest.hookimpl(hookwrapper=True)

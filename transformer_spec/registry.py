@@ -34,6 +34,7 @@ class Name:
     component: str
     kind: str  # "function", "module" or "method"
     row: str  # the contract row, in short (quoted in "not submitted" failures)
+    tracks: tuple[str, ...] = ()  # narrower than its component's tracks (padding_mask: classic only)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class Component:
     why_no_rechecks: str = ""
     why_no_pitfalls: str = ""
     summary: str = field(default="", compare=False)
+    tracks: tuple[str, ...] = ("classic",)  # the tracks that grade it (transformer_spec/tracks.py)
 
 
 _BUILT_IN: dict[str, Component] = {}
@@ -157,9 +159,16 @@ PLAIN_GENERATE: Patch = ("minigpt.py", "generator=None,\n                 use_ca
                          "generator=None,\n                 use_cache=False):")
 
 
+#: The same for the modern track's MiniLlama (its cache keeps rotated keys and values).
+PLAIN_GENERATE_LLAMA: Patch = ("minillama.py", "generator=None,\n                 use_cache=True):",
+                               "generator=None,\n                 use_cache=False):")
+
+
 def with_plain_generate(patches: tuple[Patch, ...]) -> tuple[Patch, ...]:
-    """``patches`` preceded by :data:`PLAIN_GENERATE` (once, wherever the catalogue lists it)."""
-    return (PLAIN_GENERATE,) + tuple(p for p in patches if p != PLAIN_GENERATE)
+    """``patches`` preceded by :data:`PLAIN_GENERATE` and :data:`PLAIN_GENERATE_LLAMA` (once,
+    wherever the catalogue lists them)."""
+    plain = (PLAIN_GENERATE, PLAIN_GENERATE_LLAMA)
+    return plain + tuple(p for p in patches if p not in plain)
 
 
 def pitfall(name: str, component: str, explanation: str, *patches: Patch, source: str = "") -> Pitfall:
@@ -188,6 +197,12 @@ def missing_pieces(component: Component) -> list[str]:
     if component.points < 0:
         problems.append(f"{who}: default points must be >= 0")
     problems += [f"{who}: depends on unknown component {d!r}" for d in component.depends_on if d not in known]
+    from .tracks import names as track_names  # tracks.py reads this registry
+
+    problems += [f"{who}: unknown track {t!r}; the tracks are {', '.join(track_names())}"
+                 for t in component.tracks if t not in track_names()]
+    if not component.tracks:
+        problems.append(f"{who}: belongs to no track (tracks=...)")
     if component.behaviour is None:
         problems.append(f"{who}: has no diagnosis behaviour probes (behaviour=...)")
     for piece, why in (("names", component.why_no_names), ("pitfalls", component.why_no_pitfalls),

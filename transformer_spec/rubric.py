@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from . import forbidden, forbidden_names, registry
+from . import forbidden, forbidden_names, registry, tracks
 
 try:  # Python 3.11+
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-DEFAULT_RUBRIC = Path(__file__).resolve().parent / "rubric.toml"
+DEFAULT_RUBRIC = tracks.get(tracks.DEFAULT).rubric  # the classic track's; each track has its own (tracks.py)
 _RUBRIC_KEYS = {"components", "tests", "drop", "hidden", "forbidden"}
 
 
@@ -61,8 +61,9 @@ def _str_list(data: dict, key: str, source: str) -> list[str]:
     return list(value)
 
 
-def parse_rubric(data: dict, source: str = "<rubric>") -> Rubric:
-    """Check and convert a parsed rubric TOML document."""
+def parse_rubric(data: dict, source: str = "<rubric>", track: str | None = None) -> Rubric:
+    """Check and convert a parsed rubric TOML document; without a ``[components]`` table, the
+    components of ``track`` (default: this process's, :func:`tracks.current`) get their default points."""
     unknown = sorted(set(data) - _RUBRIC_KEYS)
     if unknown:
         raise RubricError(
@@ -70,7 +71,7 @@ def parse_rubric(data: dict, source: str = "<rubric>") -> Rubric:
             f"the keys are {', '.join(sorted(_RUBRIC_KEYS))}"
         )
     known = registry.names()
-    comps = data.get("components", {c.name: c.points for c in registry.components()})
+    comps = data.get("components", {c.name: c.points for c in tracks.components(track)})
     if not isinstance(comps, dict) or not comps:
         raise RubricError(f"rubric {source}: [components] must be a table of points per component "
                           "(or left out: every component then gets its default points)")
@@ -94,23 +95,25 @@ def parse_rubric(data: dict, source: str = "<rubric>") -> Rubric:
     return Rubric(components, tests, _str_list(data, "drop", source), hidden, forbidden_list, source)
 
 
-def load_rubric(path: str | os.PathLike | None = None) -> Rubric:
-    """Read and check a rubric file (the default one when ``path`` is None)."""
-    path = Path(path) if path else DEFAULT_RUBRIC
+def load_rubric(path: str | os.PathLike | None = None, track: str | None = None) -> Rubric:
+    """Read and check a rubric file (``track``'s default one when ``path`` is None; ``track``
+    defaults to this process's, :func:`tracks.current`)."""
+    track = tracks.current() if track is None else track
+    path = Path(path) if path else tracks.get(track).rubric
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise RubricError(f"rubric {path}: cannot be read: {exc.strerror or exc}") from None
-    return rubric_from_text(text, str(path))
+    return rubric_from_text(text, str(path), track)
 
 
-def rubric_from_text(text: str, source: str = "<rubric>") -> Rubric:
-    """Parse and check a rubric's TOML text."""
+def rubric_from_text(text: str, source: str = "<rubric>", track: str | None = None) -> Rubric:
+    """Parse and check a rubric's TOML text (``track``: see :func:`parse_rubric`)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RubricError(f"rubric {source}: not valid TOML: {exc}") from None
-    return parse_rubric(data, source)
+    return parse_rubric(data, source, track)
 
 
 def matches(key: str, nodeid: str) -> bool:

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from transformer_spec import tracks
 from transformer_spec.results_file import format_points
 
 from . import sandbox
@@ -30,7 +31,10 @@ def _shard(text: str) -> tuple[int, int]:
 
 def add_settings_arguments(p: argparse.ArgumentParser, coverage: bool = True) -> None:
     """What a grading is run with (the class grader and the single grader share them)."""
-    p.add_argument("--rubric", type=Path, default=None, help="rubric TOML (default transformer_spec/rubric.toml)")
+    p.add_argument("--rubric", type=Path, default=None,
+                   help="rubric TOML (default: the track's, transformer_spec/rubric.toml or rubric_modern.toml)")
+    p.add_argument("--track", choices=tracks.names(), default=tracks.DEFAULT,
+                   help=f"the track graded (default {tracks.DEFAULT}; modern: the Llama-style decoder, docs/contract.md)")
     if coverage:
         p.add_argument("--coverage", action="store_true",
                        help="HTML coverage of each submission in students/<id>/coverage/")
@@ -96,7 +100,7 @@ def settings_of(args: argparse.Namespace) -> Settings:
         from transformer_spec import rubric as rubrics
 
         try:
-            rubrics.load_rubric(args.rubric)
+            rubrics.load_rubric(args.rubric, args.track)
         except rubrics.RubricError as exc:
             raise GradeError(str(exc)) from None
         rubric = args.rubric.read_text()
@@ -106,7 +110,7 @@ def settings_of(args: argparse.Namespace) -> Settings:
                              "under spec_tests/ or properties/)")
     limits = Limits(args.time_limit, args.test_timeout, args.wall, args.memory_mb, args.threads, args.max_output_mb)
     return Settings(list(args.tests), rubric, limits, getattr(args, "coverage", False), not args.no_rechecks,
-                    "none" if args.no_sandbox else args.sandbox)
+                    "none" if args.no_sandbox else args.sandbox, track=args.track)
 
 
 def sandbox_line(settings: Settings) -> str:

@@ -136,6 +136,6 @@ RECHECKS = tuple(
 
 
 COMPONENT = Component(
-    "attention", label="attn", points=14, order=1, depends_on=(),
+    "attention", label="attn", points=14, order=1, depends_on=(), tracks=("classic", "modern"),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

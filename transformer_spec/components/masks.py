@@ -15,7 +15,7 @@ NAMES = (
     Name("causal_mask", "masks", "function",
          "causal_mask(seq_len, device=None) -> bool (seq_len, seq_len), True strictly above the diagonal"),
     Name("padding_mask", "masks", "function",
-         "padding_mask(tokens, pad_id) -> bool (B, 1, 1, L), True where tokens == pad_id"),
+         "padding_mask(tokens, pad_id) -> bool (B, 1, 1, L), True where tokens == pad_id", tracks=("classic",)),
 )
 
 PITFALLS = (
@@ -78,6 +78,6 @@ RECHECKS = (
 
 
 COMPONENT = Component(
-    "masks", label="mask", points=6, order=2, depends_on=(),
+    "masks", label="mask", points=6, order=2, depends_on=(), tracks=("classic", "modern"),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

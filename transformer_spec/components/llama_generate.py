@@ -1,0 +1,107 @@
+"""The 'llama_generate' component (modern track). MiniLlama.generate: MiniGPT.generate's contract (greedy,
+temperature, top-k, the window at positions 0 .. len(window) - 1, modes restored), with or without a KV
+cache (a cached token is rotated at its absolute position in the window).
+
+Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
+(see transformer_spec/registry.py)."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import behaviour as bp
+from ..registry import Component, Name, pitfall
+from .minillama import VOCAB, small_minillama
+
+NAMES = (
+    Name("MiniLlama.generate", "llama_generate", "method",
+         "MiniLlama.generate(seed_tokens, max_new_tokens=50, temperature=0.8, top_k=None, generator=None) -> list "
+         "of ints, as MiniGPT.generate: the last max_len tokens at positions 0 .. len(window) - 1, temperature=0 "
+         "greedy, top_k, generator, eval mode restored"),
+)
+
+_CACHED = ("minillama.py", "generator=None,\n                 use_cache=False):",
+           "generator=None,\n                 use_cache=True):")  # undoes PLAIN_GENERATE_LLAMA: a cache mistake
+_STEP = "next_logits = self(window)[0][0, -1]  # (vocab,)"
+_WINDOW = "window = torch.tensor([tokens[-self.max_len:]], device=device)  # (1, <= max_len)"
+_TEMP = "    logits = logits / temperature\n"
+_TOPK = "logits = logits.masked_fill(logits < kth_best, float(\"-inf\"))"
+
+PITFALLS = (
+    pitfall("llama_generate_reads_first_position", "llama_generate",
+            "generate takes the logits of the FIRST position: the next token comes from the last one, logits[0, -1].",
+            ("minillama.py", _STEP, "next_logits = self(window)[0][0, 0]")),
+    pitfall("llama_generate_window_ignored", "llama_generate",
+            "generate feeds the whole sequence: the model sees at most the last max_len tokens (tokens[-max_len:]).",
+            ("minillama.py", _WINDOW, "window = torch.tensor([tokens], device=device)")),
+    pitfall("llama_temperature_multiplied", "llama_generate",
+            "generate multiplies the logits by the temperature: divide them (logits / temperature).",
+            ("minillama.py", _TEMP, "    logits = logits * temperature\n")),
+    pitfall("llama_temperature_zero_samples", "llama_generate",
+            "temperature=0 must be greedy (argmax); here it samples (or divides by zero).",
+            ("minillama.py", "    if temperature == 0:\n        return int(logits.argmax())\n", ""),
+            source="inclusionAI/LLaDA2.X#6"),
+    pitfall("llama_top_k_ignored", "llama_generate",
+            "generate ignores top_k: only the k most likely tokens may be sampled.",
+            ("minillama.py", "if top_k is not None and top_k < logits.numel():", "if False:")),
+    pitfall("llama_top_k_filled_with_tiny_positive", "llama_generate",
+            "Tokens outside the top k get the logit 1e-10 instead of -inf, so they can still be sampled.",
+            ("minillama.py", _TOPK, "logits = logits.masked_fill(logits < kth_best, 1e-10)"),
+            source="karpathy/minGPT mingpt/utils.py@8909e1b646d6fd5235ec33259fb22fdc2c91037c"),
+    pitfall("llama_top_k_keeps_one_extra", "llama_generate",
+            "top_k keeps k + 1 tokens: exactly the k most likely may be sampled (top_k=1 is greedy).",
+            ("minillama.py", "kth_best = torch.topk(logits, top_k).values[-1]",
+             "kth_best = torch.topk(logits, min(top_k + 1, logits.numel())).values[-1]"),
+            source="kingoflolz/mesh-transformer-jax#164"),
+    pitfall("llama_generate_mode_not_restored", "llama_generate",
+            "generate leaves the model in eval mode: restore the caller's train/eval mode afterwards.",
+            ("minillama.py", "            self.train(was_training)\n        return tokens",
+             "            pass\n        return tokens")),
+    pitfall("llama_cached_token_rotated_at_0", "llama_generate",
+            "With a KV cache, each new token is rotated at position 0: it must be rotated at its absolute "
+            "position in the window (the number of cached positions).",
+            _CACHED,
+            ("minillama.py", "positions = torch.arange(start, start + T, device=tokens.device)  # (T,)",
+             "positions = torch.arange(T, device=tokens.device)  # restarts at 0"),
+            source="pytorch/executorch#2010"),
+    pitfall("llama_cached_prefill_without_causal_mask", "llama_generate",
+            "With a KV cache, the prompt is prefilled without the causal mask: every prompt token sees the future.",
+            _CACHED,
+            ("minillama.py", "mask = self.causal_mask[:T, :T] if T > 1 else None", "mask = None"),
+            source="Mikyx-1/TinyLLM#17"),
+)
+
+
+def behaviour(impl, f: bp.Features) -> None:
+    """The diagnosis probes of 'llama_generate' (transformer_spec/behaviour.py)."""
+    def gen(seed_tokens, n, **kw):
+        return small_minillama(impl).generate(seed_tokens, n, **kw)
+
+    bp.capture(f, "greedy", lambda: gen([1, 2, 3], 4, temperature=0))
+    bp.capture(f, "greedy_long_seed", lambda: gen([5, 3, 8, 1, 2, 9, 7, 4, 6, 0, 11, 12], 3, temperature=0))
+    bp.capture(f, "greedy_past_window", lambda: gen([1, 2, 3], 10, temperature=0))
+
+    def sample(**kw):
+        return gen([4, 5], 12, generator=torch.Generator().manual_seed(7), **kw)
+
+    bp.capture(f, "top_k_1", lambda: sample(temperature=1.0, top_k=1))
+    bp.capture(f, "hot_3", lambda: sample(temperature=3.0))
+    bp.capture(f, "top_k_2_tokens", lambda: sorted(set(sample(temperature=5.0, top_k=2)[2:])))
+
+    def mode_restored():
+        m = small_minillama(impl).train()
+        m.generate([1], 2, temperature=0)
+        return m.training
+
+    bp.capture(f, "~mode_restored", mode_restored)
+
+
+RECHECKS = ()
+
+
+COMPONENT = Component(
+    "llama_generate", label="lgen", points=10, order=27, depends_on=("minillama",), tracks=("modern",),
+    names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
+    why_no_rechecks="not written yet: its anchors are the greedy snapshot tests, judged by the law that each token "
+                    "is the argmax of the model's own logits (as the classic generate's re-checks are)",
+)

@@ -1,0 +1,117 @@
+"""The 'rmsnorm' component (modern track). RMSNorm: x * rsqrt(mean(x**2, -1) + eps) * weight, in
+float32 for half inputs (Zhang & Sennrich 2019; CS336 assignment 1).
+
+Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
+(see transformer_spec/registry.py)."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import behaviour as bp
+from .. import inputs, recheck, testing
+from ..llama_shapes import rmsnorm_shapes
+from ..registry import Component, Name, Recheck, pitfall
+
+NAMES = (
+    Name("RMSNorm", "rmsnorm", "module",
+         "RMSNorm(d_model, eps=1e-5) with weight (d_model,), ones at init; forward(x (..., d_model)) = "
+         "x * rsqrt(mean(x**2, -1, keepdim=True) + eps) * weight, in float32 for float16/bfloat16 x, returned in x.dtype"),
+)
+
+_NORM = "h = h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # unit RMS"
+_OUT = "return (h * self.weight.to(h.dtype)).to(in_dtype)"
+_UPCAST = "h = x.float() if in_dtype in _HALF else x  # (..., D), float32 for half inputs"
+
+PITFALLS = (
+    pitfall("rmsnorm_subtracts_mean", "rmsnorm",
+            "RMSNorm does not centre: it divides x by sqrt(mean(x**2) + eps). Subtracting the mean first makes "
+            "it LayerNorm without a bias.",
+            ("rmsnorm.py", _NORM, "h = h - h.mean(dim=-1, keepdim=True)\n        " + _NORM),
+            source="ggml-org/llama.cpp#173"),
+    pitfall("rmsnorm_eps_outside_sqrt", "rmsnorm",
+            "eps goes inside the root, rsqrt(mean(x**2) + eps); adding it to the root mean square after the sqrt "
+            "gives other values for small inputs.",
+            ("rmsnorm.py", _NORM, "h = h / (torch.sqrt(h.pow(2).mean(dim=-1, keepdim=True)) + self.eps)"),
+            source="allenai/OLMo#281"),
+    pitfall("rmsnorm_divides_by_rsqrt", "rmsnorm",
+            "rsqrt already is 1 / RMS: multiply by it. Dividing by it multiplies x by its RMS.",
+            ("rmsnorm.py", _NORM, "h = h / torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + self.eps)"),
+            source="mosaicml/llm-foundry#371"),
+    pitfall("rmsnorm_weight_applied_twice", "rmsnorm",
+            "The gain weight is applied twice; a test that keeps weight at its initial ones cannot see it, a "
+            "trained weight can.",
+            ("rmsnorm.py", _OUT, "return (h * self.weight.to(h.dtype) * self.weight.to(h.dtype)).to(in_dtype)"),
+            source="meta-pytorch/torchtune#11"),
+    pitfall("rmsnorm_weight_ignored", "rmsnorm",
+            "The learned gain `weight` is never used: the output must be multiplied by it.",
+            ("rmsnorm.py", _OUT, "return h.to(in_dtype)")),
+    pitfall("rmsnorm_over_sequence_and_features", "rmsnorm",
+            "The mean of squares runs over the sequence and the features (dims -2 and -1): RMSNorm normalises "
+            "each token's vector on its own, over the last dimension only.",
+            ("rmsnorm.py", _NORM, "h = h * torch.rsqrt(h.pow(2).mean(dim=(-2, -1), keepdim=True) + self.eps)"),
+            source="bkitano/llama-from-scratch#4"),
+    pitfall("rmsnorm_no_float32_upcast", "rmsnorm",
+            "float16 and bfloat16 inputs are normalised in their own precision: mean(x**2) overflows float16 "
+            "(above 65504) and loses digits in bfloat16. Compute in float32 and cast the result back.",
+            ("rmsnorm.py", _UPCAST, "h = x  # no upcast"),
+            source="pytorch/pytorch#189581"),
+    pitfall("rmsnorm_eps_hardcoded", "rmsnorm",
+            "The `eps` argument is ignored (a fixed 1e-6 is used): use the eps the module was built with.",
+            ("rmsnorm.py", _NORM, "h = h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + 1e-6)"),
+            source="srush/llama2.rs#21"),
+    pitfall("rmsnorm_normalises_input_in_place", "rmsnorm",
+            "forward normalises its input in place (`mul_`): the caller's x, the residual stream, is changed. "
+            "x.float() is x itself for float32 input; compute a new tensor.",
+            ("rmsnorm.py", _NORM, "h = h.mul_(torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + self.eps))"),
+            source="GeeeekExplorer/nano-vllm#170"),
+)
+
+D = 8
+
+
+def behaviour(impl, f: bp.Features) -> None:
+    """The diagnosis probes of 'rmsnorm' (transformer_spec/behaviour.py)."""
+    p = testing.seeded_parameters(rmsnorm_shapes(D), seed=61)
+    x = inputs.randn(2, 3, D, seed=62) + 0.5
+
+    def norm(eps=1e-5, params=p):
+        return bp.module(impl.RMSNorm, params, d_model=D, eps=eps)
+
+    bp.capture(f, "out", lambda: norm()(x))
+    bp.capture(f, "tiny_eps_1", lambda: norm(eps=1.0)(x * 1e-2))
+    ones = {"weight": torch.ones(D, dtype=torch.float64)}
+    bp.capture(f, "~unit_rms", lambda: bool(torch.allclose(norm(params=ones)(x).pow(2).mean(-1), torch.ones(2, 3),
+                                                           atol=1e-4)))
+    bp.capture(f, "~centred", lambda: bool(torch.allclose(norm(params=ones)(x).mean(-1), torch.zeros(2, 3), atol=1e-6)))
+
+    def input_kept():
+        y = x.clone()
+        norm()(y)
+        return bool(torch.equal(y, x))
+
+    bp.capture(f, "~input_kept", input_kept)
+
+    def half_large():
+        m = impl.RMSNorm(D).to(torch.float16)
+        out = m((x * 300).to(torch.float16))
+        return bool(torch.isfinite(out).all()) and str(out.dtype)
+
+    bp.capture(f, "~float16_large", half_large)
+
+
+def _rmsnorm(mod, seed):
+    m = recheck.with_weights(mod.RMSNorm(d_model=12), rmsnorm_shapes(12), seed, torch.float64)
+    return recheck.as_numpy(out=m(inputs.randn(2, 5, 12, seed=seed + 1)))
+
+
+RECHECKS = (
+    Recheck("rmsnorm", "rmsnorm", ("spec_tests/modern/test_oracles.py::test_rmsnorm_matches_torch_rms_norm",),
+            _rmsnorm, public=71),
+)
+
+
+COMPONENT = Component(
+    "rmsnorm", label="rms", points=10, order=21, depends_on=(), tracks=("modern",),
+    names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
+)
