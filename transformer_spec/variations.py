@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from .patching import Patch
 from .pitfalls import Pitfall
 from .registry import PLAIN_GENERATE, with_plain_generate
+from .variations_modern import catalogue as catalogue_modern
 
 
 @dataclass(frozen=True)
@@ -304,5 +305,7 @@ CATALOGUE: tuple[Variation, ...] = (
         "tgt_mask = torch.ones(tgt.size(1), tgt.size(1), dtype=torch.bool, device=tgt.device).triu(1)"),
        ("seq2seq.py", "import torch.nn as nn\n", "import torch\nimport torch.nn as nn\n")),
 )
+
+CATALOGUE += catalogue_modern(_v)  # the modern track's (transformer_spec/variations_modern.py)
 
 BY_NAME: dict[str, Variation] = {v.name: v for v in CATALOGUE}

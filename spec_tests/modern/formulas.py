@@ -9,6 +9,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+#: Tolerances of a float64 result that went through a rotation: the contract lets the angle tables be
+#: float32 (as Llama's are), which holds a rotation at positions below ~100 to about 1e-7 of float64's;
+#: ``FAR`` is for positions in the thousands, where a float32 angle p * theta_i is off by up to p * 6e-8.
+ROPE_TOL = {"rtol": 1e-6, "atol": 1e-6}
+ROPE_TOL_FAR = {"rtol": 1e-5, "atol": 5e-5}
+
 
 def rms_norm(x, weight, eps=1e-5):
     """``x * rsqrt(mean(x**2, -1) + eps) * weight`` (Zhang & Sennrich 2019)."""

@@ -69,7 +69,7 @@ def test_rotary_positions_by_sequence_and_far_from_0(impl):
     x = randn(2, 4, 8, seed=11)
     positions = torch.tensor([[0, 499, 7, 250], [3, 3, 100, 1]])
     out = impl.RotaryPositionEmbedding(8, 512)(x, positions)
-    assert_close(out, formulas.rotate(x, positions), rtol=1e-9, atol=1e-9,
+    assert_close(out, formulas.rotate(x, positions), **formulas.ROPE_TOL_FAR,
                  what="RotaryPositionEmbedding(8, 512)(x (2, 4, 8), positions (2, 4)) up to position 499")
 
 
@@ -105,8 +105,8 @@ def test_gqa_with_positions_and_a_padding_like_mask(impl, kv):
     out, weights = attn(x, mask, positions)
     exp_out, exp_w = formulas.gqa(x, p, 4, kv, mask, positions)
     where = f"GroupedQueryAttention(16, 4, num_kv_heads={kv}, rope)(x, mask (B, 1, 1, L), positions (B, L))"
-    assert_close(weights, exp_w, rtol=1e-9, atol=1e-10, what=f"{where}: weights")
-    assert_close(out, exp_out, rtol=1e-9, atol=1e-10, what=f"{where}: output")
+    assert_close(weights, exp_w, **formulas.ROPE_TOL, what=f"{where}: weights")
+    assert_close(out, exp_out, **formulas.ROPE_TOL, what=f"{where}: output")
 
 
 @pytest.mark.component("gqa")
@@ -145,8 +145,8 @@ def test_llama_block_rotates_by_the_positions_given(impl):
     out, weights = block(x, None, positions)
     exp_out, exp_w = formulas.llama_block(x, p, 2, 2, None, positions, theta=500.0, eps=1e-3)
     where = "LlamaBlock(8, 2, 12, max_len=64, theta=500, eps=1e-3)(x, positions=[31, 7, 0, 63])"
-    assert_close(weights, exp_w, rtol=1e-9, atol=1e-10, what=f"{where}: weights")
-    assert_close(out, exp_out, rtol=1e-9, atol=1e-10, what=f"{where}: output")
+    assert_close(weights, exp_w, **formulas.ROPE_TOL, what=f"{where}: weights")
+    assert_close(out, exp_out, **formulas.ROPE_TOL, what=f"{where}: output")
 
 
 # ------------------------------------------------------------------------------------ MiniLlama

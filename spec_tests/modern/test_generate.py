@@ -14,8 +14,10 @@ pytestmark = pytest.mark.component("llama_generate")
 VOCAB, MAX_LEN = 13, 8
 
 
-def _model(impl, seed=141):
+def _model(impl, seed=141, sharp=False):
     p = minillama_parameters(VOCAB, 8, 2, 2, 12, seed=seed, num_kv_heads=1)
+    if sharp:  # larger embeddings and q, k projections: scores far apart, so positions decide the attention
+        p = {k: v * (3 if "embed" in k else 4 if "q_proj" in k or "k_proj" in k else 1) for k, v in p.items()}
     model = impl.MiniLlama(VOCAB, d_model=8, num_layers=2, num_heads=2, num_kv_heads=1, d_ff=12, max_len=MAX_LEN)
     return set_parameters(model.double(), p).eval()
 
@@ -46,6 +48,16 @@ def test_greedy_tokens_are_the_argmax_of_the_models_own_logits(impl, seed_tokens
     out = model.generate(list(seed_tokens), 10, temperature=0)
     assert len(out) == len(seed_tokens) + 10, f"generate(seed of {len(seed_tokens)}, 10) returned {len(out)} tokens"
     _check_each_step(model, list(seed_tokens), out, f"generate({seed_tokens}, 10, temperature=0), max_len {MAX_LEN}",
+                     _argmax)
+
+
+@pytest.mark.parametrize("seed", [144, 148, 149])
+def test_greedy_with_sharp_attention_is_the_argmax_of_the_models_own_logits(impl, seed):
+    # With a KV cache, each new token must be rotated at its absolute position in the window and the
+    # prompt prefilled under the causal mask; sharp attention makes either mistake change a token.
+    model = _model(impl, seed, sharp=True)
+    out = model.generate([1, 2, 3], 10, temperature=0)
+    _check_each_step(model, [1, 2, 3], out, f"generate([1, 2, 3], 10, temperature=0) of a sharp model (seed {seed})",
                      _argmax)
 
 

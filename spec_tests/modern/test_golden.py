@@ -10,6 +10,7 @@ from transformer_spec.assertions import assert_close
 from transformer_spec.testing import set_parameters
 
 TOL = {"rtol": 1e-12, "atol": 1e-12}
+ROPE_TOL = {"rtol": 1e-6, "atol": 1e-6}  # the angle tables may be float32 (docs/contract.md, free choices)
 
 
 @pytest.mark.component("rotary")
@@ -23,7 +24,7 @@ def test_rotary_turns_a_4_dim_vector_at_positions_0_1_2(impl):
         [math.cos(2), math.sin(2), -math.sin(0.02), math.cos(0.02)],  # position 2
     ], dtype=torch.float64)
     out = impl.RotaryPositionEmbedding(4, 8)(x)  # (L=3, head_dim=4), positions None = 0, 1, 2
-    assert_close(out, expected, **TOL, what="RotaryPositionEmbedding(4, 8) on rows at positions 0, 1, 2",
+    assert_close(out, expected, **ROPE_TOL, what="RotaryPositionEmbedding(4, 8) on rows at positions 0, 1, 2",
                  seed="RoFormer eq. 34: (a, b) -> (a cos φ - b sin φ, a sin φ + b cos φ), φ = p theta^(-2i/d)")
 
 
@@ -36,7 +37,7 @@ def test_rotary_uses_its_theta_and_the_positions_given(impl):
         [math.cos(3), math.sin(3), math.cos(0.3), math.sin(0.3)],
     ], dtype=torch.float64)
     out = impl.RotaryPositionEmbedding(4, 8, theta=100.0)(x, torch.tensor([5, 3]))
-    assert_close(out, expected, **TOL, what="RotaryPositionEmbedding(4, 8, theta=100)(x, positions=[5, 3])",
+    assert_close(out, expected, **ROPE_TOL, what="RotaryPositionEmbedding(4, 8, theta=100)(x, positions=[5, 3])",
                  seed="RoFormer eq. 34 with theta = 100")
 
 

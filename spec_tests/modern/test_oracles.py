@@ -25,7 +25,8 @@ from transformer_spec.testing import seeded_parameters, set_parameters
 
 from . import formulas
 
-TOL = {"rtol": 1e-9, "atol": 1e-10}  # float64 throughout
+TOL = {"rtol": 1e-9, "atol": 1e-10}  # float64 throughout; ROPE_TOL where a rotation is involved (formulas.py)
+ROPE_TOL = formulas.ROPE_TOL
 
 
 def _module(m, params):
@@ -71,9 +72,9 @@ def test_gqa_matches_torch_sdpa_with_enable_gqa(impl):
         expected_weights = F.scaled_dot_product_attention(q, k, eye, attn_mask=~mask, enable_gqa=True)
     expected = F.linear(heads.transpose(1, 2).reshape(B, L, d), p["output_proj.weight"])
     where = "GroupedQueryAttention(12, num_heads=6, num_kv_heads=2, rope) with a causal mask"
-    assert_close(weights, expected_weights, **TOL, what=f"{where}: weights vs torch SDPA(enable_gqa=True)",
+    assert_close(weights, expected_weights, **ROPE_TOL, what=f"{where}: weights vs torch SDPA(enable_gqa=True)",
                  seed="Ainslie et al. 2023; query head h uses kv head h // 3")
-    assert_close(out, expected, **TOL, what=f"{where}: output vs torch SDPA(enable_gqa=True) then output_proj")
+    assert_close(out, expected, **ROPE_TOL, what=f"{where}: output vs torch SDPA(enable_gqa=True) then output_proj")
 
 
 @pytest.mark.component("rotary")
@@ -81,7 +82,7 @@ def test_rotary_matches_the_complex_rotation(impl):
     x = randn(2, 3, 6, 8, seed=77)  # (B, H, L, head_dim)
     positions = torch.randint(0, 64, (2, 1, 6), generator=generator(78))  # (B, 1, L): one set per sequence
     out = impl.RotaryPositionEmbedding(8, 64)(x, positions)
-    assert_close(out, formulas.rotate(x, positions), **TOL,
+    assert_close(out, formulas.rotate(x, positions), **ROPE_TOL,
                  what="RotaryPositionEmbedding(8, 64)(x (2, 3, 6, 8), positions (2, 1, 6)) vs "
                       "(x[2i] + 1j x[2i+1]) * exp(1j p 10000^(-2i/8))", seed="RoFormer eq. 34")
 
@@ -95,8 +96,8 @@ def test_llama_block_matches_its_formula(impl):
     out, weights = block(x, mask)
     expected, expected_weights = formulas.llama_block(x, p, 3, 1, mask)
     where = "LlamaBlock(12, 3, 20, num_kv_heads=1)(x, causal mask)"
-    assert_close(weights, expected_weights, **TOL, what=f"{where}: weights, softmax(rope(q) rope(k)^T / sqrt(4))")
-    assert_close(out, expected, **TOL, what=f"{where}: h = x + attn(ln1(x)), out = h + ffn(ln2(h))",
+    assert_close(weights, expected_weights, **ROPE_TOL, what=f"{where}: weights, softmax(rope(q) rope(k)^T / sqrt(4))")
+    assert_close(out, expected, **ROPE_TOL, what=f"{where}: h = x + attn(ln1(x)), out = h + ffn(ln2(h))",
                  seed="Touvron et al. 2023 (pre-norm)")
 
 
@@ -107,6 +108,6 @@ def test_minillama_logits_match_its_formula(impl):
     model = _module(impl.MiniLlama(17, d_model=12, num_layers=2, num_heads=3, num_kv_heads=1, d_ff=20, max_len=16), p)
     logits, maps = model(tokens)
     assert maps is None, f"MiniLlama(tokens) returned attention maps {type(maps).__name__} without return_attn=True"
-    assert_close(logits, formulas.minillama(tokens, p, 2, 3, 1), **TOL,
+    assert_close(logits, formulas.minillama(tokens, p, 2, 3, 1), **ROPE_TOL,
                  what="MiniLlama(17, d_model=12, 2 layers, 3 heads, 1 kv head) logits vs "
                       "lm_head(ln_final(layers(token_embeddings(tokens)))), causal, positions 0..L-1")

@@ -113,7 +113,7 @@ def _gqa(mod, seed):
                                   rope=mod.RotaryPositionEmbedding(s.d // 6, 32)),
         gqa_shapes(s.d, 6, 2), seed, torch.float64)
     out, weights = m(inputs.randn(s.b, s.lk, s.d, seed=seed + 1), torch.triu(torch.ones(s.lk, s.lk, dtype=torch.bool), 1))
-    return recheck.as_numpy(out=out, weights=weights)
+    return recheck.Outputs(recheck.as_numpy(out=out, weights=weights), **recheck.ROTATED)
 
 
 RECHECKS = (

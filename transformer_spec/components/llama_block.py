@@ -71,7 +71,7 @@ def _block(mod, seed):
     m = recheck.with_weights(mod.LlamaBlock(d_model=12, num_heads=3, d_ff=20, num_kv_heads=1, max_len=32),
                              llama_block_shapes(12, 3, 20, 1), seed, torch.float64)
     out, weights = m(inputs.randn(2, 6, 12, seed=seed + 1), torch.triu(torch.ones(6, 6, dtype=torch.bool), 1))
-    return recheck.as_numpy(out=out, weights=weights)
+    return recheck.Outputs(recheck.as_numpy(out=out, weights=weights), **recheck.ROTATED)
 
 
 RECHECKS = (

@@ -89,7 +89,7 @@ def _logits(mod, seed):
     m = mod.MiniLlama(17, d_model=12, num_layers=2, num_heads=3, num_kv_heads=1, d_ff=20, max_len=16).double().eval()
     testing.set_parameters(m, minillama_parameters(17, 12, 2, 3, 20, seed, num_kv_heads=1))
     tokens = torch.randint(0, 17, (2, 9), generator=inputs.generator(seed + 1))
-    return recheck.as_numpy(logits=m(tokens)[0])
+    return recheck.Outputs(recheck.as_numpy(logits=m(tokens)[0]), **recheck.ROTATED)
 
 
 RECHECKS = (

@@ -102,7 +102,7 @@ def behaviour(impl, f: bp.Features) -> None:
 def _rotary(mod, seed):
     x = inputs.randn(2, 3, 6, 8, seed=seed)
     positions = torch.randint(0, 64, (2, 1, 6), generator=inputs.generator(seed + 1))
-    return recheck.as_numpy(out=mod.RotaryPositionEmbedding(8, 64)(x, positions))
+    return recheck.Outputs(recheck.as_numpy(out=mod.RotaryPositionEmbedding(8, 64)(x, positions)), **recheck.ROTATED)
 
 
 RECHECKS = (
