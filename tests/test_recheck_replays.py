@@ -29,7 +29,8 @@ def _calls(path: Path) -> list[dict]:
 
 
 def test_the_replays_cover_the_oracle_anchors():
-    assert {r.component for r in REPLAYED} == {"attention", "mha", "ffn", "encoder", "decoder"}
+    assert {r.component for r in REPLAYED} == {"attention", "mha", "ffn", "encoder", "decoder", "rmsnorm", "rotary",
+                                               "swiglu", "gqa", "llama_block", "minillama", "llama_generate"}
 
 
 def test_every_public_replay_makes_its_anchor_tests_calls(tmp_path, monkeypatch):
@@ -39,7 +40,7 @@ def test_every_public_replay_makes_its_anchor_tests_calls(tmp_path, monkeypatch)
     anchors = sorted({a for r in REPLAYED for a in r.anchors})
     env = dict(os.environ, REPLAY_SPY_OUT=str(tests_out), PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, "-m", "pytest", *anchors, "-q", "-p", "no:cacheprovider", "--impl", str(SPY),
-                           "--rubric", str(rubric)],
+                           "--rubric", str(rubric), "--track", "all"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:]
     by_test: dict[str, list[dict]] = {}

@@ -32,7 +32,7 @@ def _cache_key() -> str:
     h = hashlib.sha256()
     here = Path(__file__).parent
     sources = [*sorted(REFERENCE_DIR.glob("*.py")), *sorted((here / "components").glob("*.py")), Path(__file__),
-               *(here / name for name in ("behaviour.py", "inputs.py", "testing.py", "registry.py"))]
+               *(here / name for name in ("behaviour.py", "inputs.py", "testing.py", "registry.py", "llama_shapes.py"))]
     for path in sources:
         h.update(path.name.encode() + path.read_bytes())
     h.update(torch.__version__.encode())

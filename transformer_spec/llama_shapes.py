@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .testing import Shapes, seeded_parameters
+from .testing import Shapes, seeded_parameters, set_parameters
 
 
 def rmsnorm_shapes(d_model: int, prefix: str = "") -> Shapes:
@@ -59,3 +59,22 @@ def minillama_parameters(vocab_size: int, d_model: int, num_layers: int, num_hea
     if tied:
         params["lm_head.weight"] = params["token_embeddings.weight"]
     return params
+
+
+#: the small MiniLlama of the generate tests, the diagnosis probes and the hidden re-checks
+SMALL = {"vocab_size": 13, "d_model": 8, "num_layers": 2, "num_heads": 2, "num_kv_heads": 1, "d_ff": 12, "max_len": 8}
+
+
+def small_minillama(impl, seed: int, *, tied: bool = False, sharp: bool = False):
+    """``impl.MiniLlama`` of :data:`SMALL`'s sizes with weights from ``seed``, in float64 and eval mode.
+    ``sharp``: larger embeddings and q, k projections, so positions decide the attention (a cached token
+    rotated at the wrong position changes what is generated)."""
+    s = SMALL
+    params = minillama_parameters(s["vocab_size"], s["d_model"], s["num_layers"], s["num_heads"], s["d_ff"], seed,
+                                  num_kv_heads=s["num_kv_heads"], tied=tied)
+    if sharp:
+        params = {k: v * (3 if "embed" in k else 4 if "q_proj" in k or "k_proj" in k else 1) for k, v in params.items()}
+    model = impl.MiniLlama(s["vocab_size"], d_model=s["d_model"], num_layers=s["num_layers"], num_heads=s["num_heads"],
+                           num_kv_heads=s["num_kv_heads"], d_ff=s["d_ff"], max_len=s["max_len"],
+                           **({"tie_weights": True} if tied else {}))
+    return set_parameters(model.double(), params).eval()

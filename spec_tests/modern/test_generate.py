@@ -6,20 +6,15 @@ temperature divides the logits, and the caller's mode comes back."""
 import pytest
 import torch
 
-from transformer_spec.llama_shapes import minillama_parameters
-from transformer_spec.testing import set_parameters
+from transformer_spec.llama_shapes import SMALL, small_minillama
 
 pytestmark = pytest.mark.component("llama_generate")
 
-VOCAB, MAX_LEN = 13, 8
+VOCAB, MAX_LEN = SMALL["vocab_size"], SMALL["max_len"]
 
 
 def _model(impl, seed=141, sharp=False):
-    p = minillama_parameters(VOCAB, 8, 2, 2, 12, seed=seed, num_kv_heads=1)
-    if sharp:  # larger embeddings and q, k projections: scores far apart, so positions decide the attention
-        p = {k: v * (3 if "embed" in k else 4 if "q_proj" in k or "k_proj" in k else 1) for k, v in p.items()}
-    model = impl.MiniLlama(VOCAB, d_model=8, num_layers=2, num_heads=2, num_kv_heads=1, d_ff=12, max_len=MAX_LEN)
-    return set_parameters(model.double(), p).eval()
+    return small_minillama(impl, seed, sharp=sharp)  # the re-checks' model too (llama_shapes.SMALL)
 
 
 def _next_logits(model, tokens):

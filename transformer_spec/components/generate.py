@@ -133,12 +133,13 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "modes", modes)
 
 
-def step_logits(model, tokens: list[int], prompt: int) -> np.ndarray:
+def step_logits(model, tokens: list[int], prompt: int, window: int | None = None, vocab: int | None = None) -> np.ndarray:
     """``model``'s own next-token logits before each generated step of ``tokens`` (its forward on
-    the last ``max_len`` tokens, as generate feeds them): ``(steps, vocab)``."""
-    window = recheck.SNAPSHOT_MINIGPT["max_len"]  # the model is the snapshot's (see _greedy)
+    the last ``window`` tokens, its ``max_len``, as generate feeds them): ``(steps, vocab)``. By default
+    the model is the snapshot's MiniGPT (see _greedy)."""
+    window = window or recheck.SNAPSHOT_MINIGPT["max_len"]
     rows = [model(torch.tensor([tokens[: prompt + step][-window:]]))[0][0, -1] for step in range(len(tokens) - prompt)]
-    return torch.stack(rows).double().numpy() if rows else np.zeros((0, recheck.SNAPSHOT_MINIGPT["vocab_size"]))
+    return torch.stack(rows).double().numpy() if rows else np.zeros((0, vocab or recheck.SNAPSHOT_MINIGPT["vocab_size"]))
 
 
 def clear_steps(logits: np.ndarray, gap: float) -> int:

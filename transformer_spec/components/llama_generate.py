@@ -7,11 +7,14 @@ Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .. import behaviour as bp
-from ..registry import Component, Name, pitfall
-from .minillama import VOCAB, small_minillama
+from .. import recheck
+from ..registry import Component, Name, Recheck, pitfall
+from .generate import clear_steps, greedy_law, step_logits
+from ..llama_shapes import SMALL, small_minillama
 
 NAMES = (
     Name("MiniLlama.generate", "llama_generate", "method",
@@ -75,11 +78,14 @@ PITFALLS = (
 def behaviour(impl, f: bp.Features) -> None:
     """The diagnosis probes of 'llama_generate' (transformer_spec/behaviour.py)."""
     def gen(seed_tokens, n, **kw):
-        return small_minillama(impl).generate(seed_tokens, n, **kw)
+        return small_minillama(impl, 121).generate(seed_tokens, n, **kw)
 
     bp.capture(f, "greedy", lambda: gen([1, 2, 3], 4, temperature=0))
     bp.capture(f, "greedy_long_seed", lambda: gen([5, 3, 8, 1, 2, 9, 7, 4, 6, 0, 11, 12], 3, temperature=0))
     bp.capture(f, "greedy_past_window", lambda: gen([1, 2, 3], 10, temperature=0))
+    for seed in (144, 148):  # sharp attention: a cached token rotated at the wrong position changes a token
+        bp.capture(f, f"greedy_sharp_{seed}",
+                   lambda s=seed: small_minillama(impl, seed=s, sharp=True).generate([1, 2, 3], 10, temperature=0))
 
     def sample(**kw):
         return gen([4, 5], 12, generator=torch.Generator().manual_seed(7), **kw)
@@ -89,19 +95,41 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "top_k_2_tokens", lambda: sorted(set(sample(temperature=5.0, top_k=2)[2:])))
 
     def mode_restored():
-        m = small_minillama(impl).train()
+        m = small_minillama(impl, 121).train()
         m.generate([1], 2, temperature=0)
         return m.training
 
     bp.capture(f, "~mode_restored", mode_restored)
 
 
-RECHECKS = ()
+def _greedy(prompt: list[int], new: int, sharp: bool = False):
+    """generate(prompt, new, temperature=0) on the test's model with weights from the seed: the tokens and
+    the model's own logits before each step, judged by :func:`.generate.greedy_law` as the secret twin
+    (each token the argmax of the submission's own logits, up to the first near-tie)."""
+    def run(mod, seed):
+        model = small_minillama(mod, seed=seed, sharp=sharp)
+        got = [int(t) for t in model.generate(list(prompt), new, temperature=0)]
+        tokens = np.array(got, dtype=np.int64)
+        if len(got) != len(prompt) + new or got[:len(prompt)] != prompt:
+            return {"tokens": tokens}  # the wrong length or seed: fails by shape or value
+        own = step_logits(model.eval(), got, len(prompt), SMALL["max_len"], SMALL["vocab_size"])
+        return recheck.Outputs({"tokens": tokens, "own_logits": own}, first={"tokens": len(prompt) + clear_steps(own, 1e-4)},
+                               unchecked=("own_logits",))
+    return run
+
+
+_TESTS = "spec_tests/modern/test_generate.py::"
+RECHECKS = (
+    Recheck("llama_generate[greedy]", "llama_generate",
+            (f"{_TESTS}test_greedy_tokens_are_the_argmax_of_the_models_own_logits[short]",),
+            _greedy([1, 2, 3], 10), public=141, law=greedy_law(3, 1e-4)),
+    *(Recheck(f"llama_generate[sharp_{s}]", "llama_generate",
+              (f"{_TESTS}test_greedy_with_sharp_attention_is_the_argmax_of_the_models_own_logits[{s}]",),
+              _greedy([1, 2, 3], 10, sharp=True), public=s, law=greedy_law(3, 1e-4)) for s in (144, 148)),
+)
 
 
 COMPONENT = Component(
     "llama_generate", label="lgen", points=10, order=27, depends_on=("minillama",), tracks=("modern",),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
-    why_no_rechecks="not written yet: its anchors are the greedy snapshot tests, judged by the law that each token "
-                    "is the argmax of the model's own logits (as the classic generate's re-checks are)",
 )

@@ -10,7 +10,7 @@ import torch
 
 from .. import behaviour as bp
 from .. import inputs, recheck, testing
-from ..llama_shapes import minillama_parameters
+from ..llama_shapes import SMALL, minillama_parameters, small_minillama
 from ..registry import Component, Name, Recheck, pitfall
 
 NAMES = (
@@ -53,21 +53,14 @@ PITFALLS = (
             source="EleutherAI/gpt-neox#1309"),
 )
 
-VOCAB, D, H, FF, MAX_LEN = 13, 8, 2, 12, 8
-
-
-def small_minillama(impl, tied=False, seed=121):
-    """A 2-layer MiniLlama with seeded weights (float64, eval): the probes' model, and the generate probes'."""
-    params = minillama_parameters(VOCAB, D, 2, H, FF, seed, num_kv_heads=1, tied=tied)
-    return bp.module(impl.MiniLlama, params, vocab_size=VOCAB, d_model=D, num_layers=2, num_heads=H, num_kv_heads=1,
-                     d_ff=FF, max_len=MAX_LEN, tie_weights=tied)
+VOCAB = SMALL["vocab_size"]
 
 
 def behaviour(impl, f: bp.Features) -> None:
     """The diagnosis probes of 'minillama' (transformer_spec/behaviour.py)."""
     tokens = torch.tensor([[3, 1, 4, 1, 5, 9], [2, 6, 5, 3, 5, 8]])
-    bp.capture(f, "logits", lambda: small_minillama(impl)(tokens)[0])
-    bp.capture(f, "tied_logits", lambda: small_minillama(impl, tied=True)(tokens)[0])
+    bp.capture(f, "logits", lambda: small_minillama(impl, 121)(tokens)[0])
+    bp.capture(f, "tied_logits", lambda: small_minillama(impl, 121, tied=True)(tokens)[0])
 
     def params(**kw):
         return sum(t.numel() for t in impl.MiniLlama(100, **kw).parameters())
@@ -77,7 +70,7 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "params_d_model_48", lambda: params(d_model=48))
 
     def causal():
-        m = small_minillama(impl)
+        m = small_minillama(impl, 121)
         a = m(tokens)[0][:, :3]
         b = m(torch.cat([tokens[:, :3], (tokens[:, 3:] + 1) % VOCAB], 1))[0][:, :3]
         return bool(torch.allclose(a, b))
