@@ -49,7 +49,7 @@ PITFALLS = (
             "axis instead of the sequence: rotate (B, heads, L, head_dim).",
             ("gqa.py", _Q, "q = self.q_proj(x).view(B, L, H, d)"),
             ("gqa.py", _K, "k = self.k_proj(x).view(B, L, KV, d)"),
-            ("gqa.py", _ROPE, _ROPE + "\n        q, k = q.transpose(1, 2), k.transpose(1, 2)"),
+            ("gqa.py", _ROPE, _ROPE + "\n            q, k = q.transpose(1, 2), k.transpose(1, 2)"),
             ("gqa.py", "        if kv_cache is not None:\n",
              "        if self.rope is None:\n            q, k = q.transpose(1, 2), k.transpose(1, 2)\n"
              "        if kv_cache is not None:\n"),
