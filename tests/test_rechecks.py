@@ -158,3 +158,11 @@ def test_the_valid_arguments_control_fails_only_a_rejection_naming_the_argument(
         with pytest.raises(AssertionError, match="valid arguments"):
             assert_accepts(raising(exc), "f", ("num_heads", "d_model"))
     assert_accepts(("f()", lambda: None), "f", ("num_heads",))
+
+
+def test_a_recheck_judged_by_a_law_has_no_public_replay():
+    """A public replay is proof only where its anchor compares with the reference's numbers: an anchor
+    judged by a law on the submission's own outputs (generate: each token the argmax of its own logits)
+    passes honest code whose other parts differ from the reference, so its replay would call it false."""
+    both = [r.name for r in registry.rechecks() if r.law is not None and r.public is not None]
+    assert both == [], f"re-checks judged by a law but with a public replay: {both}"
