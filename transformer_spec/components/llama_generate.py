@@ -7,14 +7,11 @@ Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from .. import behaviour as bp
-from .. import recheck
-from ..registry import Component, Name, Recheck, pitfall
-from .generate import clear_steps, greedy_law, step_logits
-from ..llama_shapes import SMALL, small_minillama
+from ..llama_shapes import small_minillama
+from ..registry import Component, Name, pitfall
 
 NAMES = (
     Name("MiniLlama.generate", "llama_generate", "method",
@@ -102,36 +99,12 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "~mode_restored", mode_restored)
 
 
-def _greedy(prompt: list[int], new: int, sharp: bool = False):
-    """generate(prompt, new, temperature=0) on the test's model with weights from the seed: the tokens and
-    the model's own logits before each step, judged by :func:`.generate.greedy_law` as the secret twin
-    (each token the argmax of the submission's own logits, up to the first near-tie). No public replay:
-    the anchor judges by that law too, so an honest submission with a mistake elsewhere in its model
-    generates other tokens than the reference's on the anchor's own inputs, and that is no proof."""
-    def run(mod, seed):
-        model = small_minillama(mod, seed=seed, sharp=sharp)
-        got = [int(t) for t in model.generate(list(prompt), new, temperature=0)]
-        tokens = np.array(got, dtype=np.int64)
-        if len(got) != len(prompt) + new or got[:len(prompt)] != prompt:
-            return {"tokens": tokens}  # the wrong length or seed: fails by shape or value
-        own = step_logits(model.eval(), got, len(prompt), SMALL["max_len"], SMALL["vocab_size"])
-        return recheck.Outputs({"tokens": tokens, "own_logits": own}, first={"tokens": len(prompt) + clear_steps(own, 1e-4)},
-                               unchecked=("own_logits",))
-    return run
-
-
-_TESTS = "spec_tests/modern/test_generate.py::"
-RECHECKS = (
-    Recheck("llama_generate[greedy]", "llama_generate",
-            (f"{_TESTS}test_greedy_tokens_are_the_argmax_of_the_models_own_logits[short]",),
-            _greedy([1, 2, 3], 10), law=greedy_law(3, 1e-4)),
-    *(Recheck(f"llama_generate[sharp_{s}]", "llama_generate",
-              (f"{_TESTS}test_greedy_with_sharp_attention_is_the_argmax_of_the_models_own_logits[{s}]",),
-              _greedy([1, 2, 3], 10, sharp=True), law=greedy_law(3, 1e-4)) for s in (144, 148)),
-)
-
-
 COMPONENT = Component(
     "llama_generate", label="lgen", points=10, order=27, depends_on=("minillama",), tracks=("modern",),
-    names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
+    names=NAMES, pitfalls=PITFALLS, behaviour=behaviour,
+    why_no_rechecks="a greedy twin on other weights catches KV-cache mistakes that the public tests' weights miss "
+                    "by coincidence (the kill matrix: llama_cached_prefill_without_causal_mask passes two greedy tests "
+                    "and fails their twins), which would cost an honest student a test pytest gives; until anchors "
+                    "are found that every catalogue mistake fails whenever a twin would, claimed passes of "
+                    "MiniLlama.generate are not re-checked",
 )
