@@ -16,7 +16,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from transformer_spec import registry
+from transformer_spec import tracks
 from transformer_spec import rubric as rubrics
 from transformer_spec.patching import write_patched_reference
 
@@ -88,9 +88,10 @@ def by_component(results: dict) -> dict[str, tuple[float, float]]:
 # ------------------------------------------------------------------------------------------------
 # The rubric
 # ------------------------------------------------------------------------------------------------
-def test_default_rubric_gives_every_component_points_summing_to_100():
-    rubric = rubrics.load_rubric()
-    assert set(rubric.components) == set(registry.names())
+@pytest.mark.parametrize("track", tracks.names())
+def test_default_rubric_gives_every_component_points_summing_to_100(track):
+    rubric = rubrics.load_rubric(track=track)
+    assert set(rubric.components) == set(tracks.component_names(track))
     assert rubric.total == 100
     assert all(p > 0 for p in rubric.components.values())
 
@@ -180,7 +181,7 @@ def test_reference_scores_100_and_results_json_follows_gradescope_schema(referen
     assert round(sum(t["max_score"] for t in results["tests"]), 9) == 100
     for comp, points in rubrics.load_rubric().components.items():
         assert round(sum(t["max_score"] for t in results["tests"] if t["tags"] == [comp]), 9) == points, comp
-    assert {t["tags"][0] for t in results["tests"]} == set(registry.names()), "every component has tests"
+    assert {t["tags"][0] for t in results["tests"]} == set(tracks.component_names("classic")), "every component has tests"
     assert all(t["status"] == "passed" and t["output"] == "" for t in results["tests"])
     assert "scored 100 / 100" in results["output"]
     numbers = [t["number"] for t in results["tests"]]

@@ -14,7 +14,6 @@ and the forbidden-API guard through :func:`under_test`.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -91,20 +90,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 _TRACK = pytest.StashKey[str]()
-_TRACK_BEFORE = pytest.StashKey["str | None"]()
 
 
 def track(config: pytest.Config) -> str:
     """The track of this run, resolved once (``--track``, else ``$TRANSFORMER_SPEC_TRACK``, else
-    classic) and made the process's own (:func:`tracks.use`), so child processes grade it too."""
+    classic) and made the process's own until the run ends (:func:`tracks.use`)."""
     if _TRACK not in config.stash:
-        config.stash[_TRACK_BEFORE] = os.environ.get(tracks.ENV_VAR)
         chosen = config.getoption("--track")
         try:
-            tracks.use(chosen if chosen is not None else tracks.current())
+            tracks.use(chosen if chosen is not None else tracks.from_environment())  # not an outer run's
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
-        config.stash[_TRACK] = tracks.current()
+        config.stash[_TRACK] = tracks.chosen()
     return config.stash[_TRACK]
 
 
@@ -125,12 +122,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Give the process back its track (a run inside another, ``pytest.main`` in a test, must not
     change the outer run's)."""
-    if _TRACK_BEFORE in config.stash:
-        before = config.stash[_TRACK_BEFORE]
-        if before is None:
-            os.environ.pop(tracks.ENV_VAR, None)
-        else:
-            os.environ[tracks.ENV_VAR] = before
+    if _TRACK in config.stash:
+        tracks.done()
 
 
 def notebook_notes(config: pytest.Config) -> list[str]:

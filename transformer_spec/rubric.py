@@ -71,7 +71,7 @@ def parse_rubric(data: dict, source: str = "<rubric>", track: str | None = None)
             f"the keys are {', '.join(sorted(_RUBRIC_KEYS))}"
         )
     known = registry.names()
-    comps = data.get("components", {c.name: c.points for c in tracks.components(track)})
+    comps = data.get("components", {c.name: c.points for c in tracks.components(track or tracks.current())})
     if not isinstance(comps, dict) or not comps:
         raise RubricError(f"rubric {source}: [components] must be a table of points per component "
                           "(or left out: every component then gets its default points)")

@@ -7,10 +7,10 @@ rotary positions, SwiGLU, grouped-query attention, the Llama block and MiniLlama
 classic ``scaled_dot_product_attention`` and ``causal_mask``. A component declares the tracks it
 belongs to (``Component.tracks``); a test may narrow its component's tracks with
 ``@pytest.mark.track(...)`` (the padding-mask tests of ``masks`` are classic only). A run grades one
-track, chosen once: ``pytest --track modern`` (or ``$TRANSFORMER_SPEC_TRACK``, which the option sets
-for the run's child processes), ``tools.grade --track modern``; the default is ``classic``. The
-project's own test run uses ``--track all``: every track's tests against the reference, never
-graded.
+track, chosen once: ``pytest --track modern`` (or ``$TRANSFORMER_SPEC_TRACK``), ``tools.grade --track
+modern`` (which passes ``--track`` to every child); the default is ``classic``. The project's own test
+run uses ``--track all``: every track's tests against the reference, never graded (a rubric's default
+in that process is the classic track's).
 """
 
 from __future__ import annotations
@@ -66,19 +66,41 @@ def get(name: str) -> Track:
     return next(t for t in TRACKS if t.name == name)
 
 
-def current() -> str:
-    """The track of this process: ``$TRANSFORMER_SPEC_TRACK`` (set by ``--track``), else classic."""
+_RUNS: list[str] = []  # the tracks of this process's pytest runs (plugin.track), the innermost last
+
+
+def from_environment() -> str:
+    """``$TRANSFORMER_SPEC_TRACK``, else classic."""
     return check(os.environ.get(ENV_VAR) or DEFAULT, f"${ENV_VAR}")
 
 
+def chosen() -> str:
+    """The track this process was asked for: its pytest run's ``--track`` (possibly ``all``), else
+    :func:`from_environment`."""
+    return _RUNS[-1] if _RUNS else from_environment()
+
+
+def current() -> str:
+    """The graded track of this process (a rubric's default components): :func:`chosen`, classic for ``all``."""
+    track = chosen()
+    return DEFAULT if track == ALL else track
+
+
 def use(name: str) -> None:
-    """Make ``name`` this process's track (and its children's)."""
-    os.environ[ENV_VAR] = check(name)
+    """Make ``name`` this process's track until :func:`done` (a pytest run's; children get theirs by
+    ``--track``, as ``tools.grade`` passes it)."""
+    _RUNS.append(check(name))
+
+
+def done() -> None:
+    """The end of the innermost :func:`use`."""
+    if _RUNS:
+        _RUNS.pop()
 
 
 def components(track: str | None = None) -> tuple[registry.Component, ...]:
     """The components ``track`` grades (every component for ``all``), in report order."""
-    track = current() if track is None else check(track)
+    track = chosen() if track is None else check(track)
     return tuple(c for c in registry.components() if track == ALL or track in c.tracks)
 
 
@@ -89,8 +111,9 @@ def component_names(track: str | None = None) -> tuple[str, ...]:
 
 def keeps(track: str, component: str | None, narrowed: tuple[str, ...] = ()) -> bool:
     """Whether a test of ``component`` (``None``: not graded) runs in ``track``; ``narrowed``: the
-    tracks of its ``@pytest.mark.track`` marker, if any."""
-    if track == ALL or component is None:
+    tracks of its ``@pytest.mark.track`` marker, if any. A component no track knows is kept: the
+    grading plugin then says it names no component."""
+    if track == ALL or component is None or component not in registry.names():
         return True
     if narrowed and track not in narrowed:
         return False
