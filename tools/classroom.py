@@ -47,11 +47,11 @@ class ClassroomError(Exception):
     """A bad argument; the message names it."""
 
 
-def component_points(rubric_path: Path | None) -> dict[str, int]:
-    """The points of each component with points (the rubric's, else the defaults); the command
-    grader awards whole points only."""
+def component_points(rubric_path: Path | None, track: str = "classic") -> dict[str, int]:
+    """The points of each component with points (the rubric's, else the track's default rubric's); the
+    command grader awards whole points only."""
     try:
-        components = rubrics.load_rubric(rubric_path).components
+        components = rubrics.load_rubric(rubric_path, track).components
     except rubrics.RubricError as exc:
         raise ClassroomError(str(exc)) from None
     points = {}
@@ -174,7 +174,7 @@ def build(out: Path, args: argparse.Namespace, grader_repo: str | None, grader_r
         settings_of(args)  # a bad rubric or test path fails now, not in every student's repository
     except GradeError as exc:
         raise ClassroomError(str(exc)) from None
-    points = component_points(args.rubric)
+    points = component_points(args.rubric, getattr(args, "track", "classic"))
     text = workflow(points, grader_repo, grader_ref, package, gradescope_bundle.settings_arguments(args),
                     gradescope_bundle.pinned_torch(), _grading_minutes(args), args.rubric is not None)
     target.parent.mkdir(parents=True, exist_ok=True)
