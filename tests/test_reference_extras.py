@@ -14,3 +14,14 @@ def test_generate_accepts_a_one_dimensional_tensor_as_seed():
     out = model.generate(torch.tensor([1, 2]), max_new_tokens=2, temperature=0)
     assert out[:2] == [1, 2] and len(out) == 4
     assert out == model.generate([1, 2], max_new_tokens=2, temperature=0)
+
+
+def test_minillama_generates_the_same_tokens_with_and_without_its_kv_cache():
+    """``use_cache`` (not in the contract): the cached steps rotate each new token at its absolute
+    position, so greedy tokens match the plain loop's, before and after the window slides."""
+    import reference
+
+    torch.manual_seed(0)
+    model = reference.MiniLlama(13, d_model=16, num_layers=2, num_heads=4, num_kv_heads=2, max_len=8)
+    with_cache = model.generate([1, 2, 3], 12, temperature=0, use_cache=True)
+    assert with_cache == model.generate([1, 2, 3], 12, temperature=0, use_cache=False)
