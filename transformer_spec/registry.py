@@ -162,6 +162,9 @@ PLAIN_GENERATE: Patch = ("minigpt.py", "generator=None,\n                 use_ca
 #: The same for the modern track's MiniLlama (its cache keeps rotated keys and values).
 PLAIN_GENERATE_LLAMA: Patch = ("minillama.py", "generator=None,\n                 use_cache=True):",
                                "generator=None,\n                 use_cache=False):")
+#: Its undoing, after it: a copy whose MiniLlama generates with the reference's KV cache (a cache mistake,
+#: or the variation that keeps the cache).
+CACHED_GENERATE_LLAMA: Patch = (PLAIN_GENERATE_LLAMA[0], PLAIN_GENERATE_LLAMA[2], PLAIN_GENERATE_LLAMA[1])
 
 
 def with_plain_generate(patches: tuple[Patch, ...]) -> tuple[Patch, ...]:

@@ -7,7 +7,7 @@ these); ``python -m tools.mutants --track modern`` grades each as a row that mus
 
 from __future__ import annotations
 
-from .registry import PLAIN_GENERATE_LLAMA
+from .registry import CACHED_GENERATE_LLAMA, PLAIN_GENERATE_LLAMA
 
 _NORM = "h = h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # unit RMS"
 _NORM_OUT = "return (h * self.weight.to(h.dtype)).to(in_dtype)"
@@ -26,8 +26,6 @@ _PROJ = '''        q = self.q_proj(x).view(B, L, H, d).transpose(1, 2)  # (B, H,
         v = self.v_proj(x).view(B, L, KV, d).transpose(1, 2)  # (B, KV, L, d)'''
 _SWIGLU = "return self.w2(F.silu(self.w1(x)) * self.w3(x))  # (..., d_ff) -> (..., D)"
 _LOGITS = "logits = self.lm_head(self.ln_final(x))  # (B, L, vocab)"
-_CACHED = ("minillama.py", "generator=None,\n                 use_cache=False):",
-           "generator=None,\n                 use_cache=True):")
 
 
 def catalogue(v):
@@ -93,7 +91,7 @@ def catalogue(v):
            "mask = torch.ones(L, L, dtype=torch.bool, device=tokens.device).triu(1)")),
         v("llama_generate_with_kv_cache", "llama_generate",
           "generate with the reference's KV cache (every other catalogue copy generates without): a cached token "
-          "is rotated at its absolute position in the window.", _CACHED),
+          "is rotated at its absolute position in the window.", CACHED_GENERATE_LLAMA),
         v("llama_generate_without_kv_cache", "llama_generate",
           "generate recomputes the whole window each step, this row with nothing else changed.", PLAIN_GENERATE_LLAMA),
         v("llama_generate_under_no_grad", "llama_generate", "torch.no_grad() instead of torch.inference_mode().",

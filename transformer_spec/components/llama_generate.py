@@ -11,7 +11,7 @@ import torch
 
 from .. import behaviour as bp
 from ..llama_shapes import small_minillama
-from ..registry import Component, Name, pitfall
+from ..registry import CACHED_GENERATE_LLAMA, Component, Name, pitfall
 
 NAMES = (
     Name("MiniLlama.generate", "llama_generate", "method",
@@ -20,8 +20,6 @@ NAMES = (
          "greedy, top_k, generator, eval mode restored"),
 )
 
-_CACHED = ("minillama.py", "generator=None,\n                 use_cache=False):",
-           "generator=None,\n                 use_cache=True):")  # undoes PLAIN_GENERATE_LLAMA: a cache mistake
 _STEP = "next_logits = self(window)[0][0, -1]  # (vocab,)"
 _WINDOW = "window = torch.tensor([tokens[-self.max_len:]], device=device)  # (1, <= max_len)"
 _TEMP = "    logits = logits / temperature\n"
@@ -60,13 +58,13 @@ PITFALLS = (
     pitfall("llama_cached_token_rotated_at_0", "llama_generate",
             "With a KV cache, each new token is rotated at position 0: it must be rotated at its absolute "
             "position in the window (the number of cached positions).",
-            _CACHED,
+            CACHED_GENERATE_LLAMA,
             ("minillama.py", "positions = torch.arange(start, start + T, device=tokens.device)  # (T,)",
              "positions = torch.arange(T, device=tokens.device)  # restarts at 0"),
             source="pytorch/executorch#2010"),
     pitfall("llama_cached_prefill_without_causal_mask", "llama_generate",
             "With a KV cache, the prompt is prefilled without the causal mask: every prompt token sees the future.",
-            _CACHED,
+            CACHED_GENERATE_LLAMA,
             ("minillama.py", "mask = self.causal_mask[:T, :T] if T > 1 else None", "mask = None"),
             source="Mikyx-1/TinyLLM#17"),
 )
