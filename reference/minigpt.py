@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from ._validation import check_dropout, check_heads, check_positive_int, check_seed_tokens, check_tokens
 from .blocks import TransformerEncoderBlock
+from .init import init_weights
 from .kv_cache import KVCache, step_weights
 from .position import SinusoidalPositionEncoding
 
@@ -168,11 +169,3 @@ class MiniGPT(nn.Module):
             self.train(was_training)
         return tokens
         ### END SOLUTION
-
-
-def init_weights(module: nn.Module) -> None:
-    """Small normal initial weights (std 0.02, as GPT-2 and nanoGPT) and zero biases."""
-    if isinstance(module, (nn.Linear, nn.Embedding)):
-        nn.init.normal_(module.weight, mean=0.0, std=0.02)
-    if isinstance(module, nn.Linear) and module.bias is not None:
-        nn.init.zeros_(module.bias)

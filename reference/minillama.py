@@ -17,10 +17,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._validation import check_heads, check_positive_float, check_positive_int, check_seed_tokens, check_tokens
+from ._validation import (
+    check_heads,
+    check_positive_float,
+    check_positive_int,
+    check_seed_tokens,
+    check_tokens,
+)
+from .init import init_weights
 from .kv_cache import KVCache
 from .llama_block import LlamaBlock
-from .minigpt import init_weights
 from .rmsnorm import RMSNorm
 
 

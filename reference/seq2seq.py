@@ -13,8 +13,8 @@ import torch.nn as nn
 
 from ._validation import check_dropout, check_heads, check_positive_int, check_tokens
 from .blocks import TransformerDecoderBlock, TransformerEncoderBlock
+from .init import init_weights
 from .masks import causal_mask, padding_mask
-from .minigpt import init_weights
 from .position import SinusoidalPositionEncoding
 
 

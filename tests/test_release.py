@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tools import release
-from transformer_spec import loader
+from transformer_spec import contract, loader
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -63,11 +63,12 @@ def kit(tmp_path_factory):
 def test_kit_imports_defines_every_name_and_keeps_no_solution(kit):
     sub = loader.load(str(kit))
     assert sub.error is None
-    from transformer_spec import contract
-
-    for name in contract.names():
+    for name in contract.of_track("classic"):
         assert sub.has(name.name), name.name
+    assert not (kit / "rmsnorm.py").exists() and not sub.has("RMSNorm"), "the classic kit has no modern module"
     for src in (REPO / "reference").glob("*.py"):
+        if src.stem not in release.kit_modules("classic"):
+            continue
         kit_text = (kit / src.name).read_text()
         assert "### BEGIN SOLUTION" not in kit_text
         assert kit_text.count("is not implemented yet") == src.read_text().count("### BEGIN SOLUTION")
@@ -101,3 +102,43 @@ def test_kit_scores_0_with_not_implemented_messages_and_no_errors(kit, tmp_path)
     passed = sum(1 for t in results["tests"] if t["output"].startswith("passed, but"))
     assert passed > 0
     assert f"{passed} test(s) passed but score 0: {passed} use a name that is not implemented yet" in results["output"]
+
+
+@pytest.fixture(scope="module")
+def modern_kit(tmp_path_factory):
+    out = tmp_path_factory.mktemp("kit")
+    assert release.main(["--out", str(out), "--name", "modern_kit_under_test", "--track", "modern"]) == 0
+    return out / "modern_kit_under_test"
+
+
+def test_the_modern_kit_holds_the_modern_names_and_no_classic_class(modern_kit):
+    """A modern-track student writes the six modern names and the two classic functions the track
+    grades (scaled_dot_product_attention, causal_mask), and none of the classic classes."""
+    sub = loader.load(str(modern_kit))
+    assert sub.error is None
+    for name in contract.of_track("modern"):
+        assert sub.has(name.name), name.name
+    for name in ("MultiHeadAttention", "TransformerEncoderBlock", "MiniGPT", "Seq2SeqTransformer", "padding_mask"):
+        assert not sub.has(name), name
+    modules = {p.stem for p in modern_kit.glob("*.py")}
+    assert {"rmsnorm", "rotary", "swiglu", "gqa", "llama_block", "minillama", "attention", "masks"} <= modules
+    assert not modules & {"multihead", "blocks", "feedforward", "minigpt", "position", "seq2seq"}
+    readme = (modern_kit.parent / "README.md").read_text()
+    assert f"--impl path/to/{modern_kit.name} --track modern" in readme and "torch.nn.RMSNorm" in readme
+
+
+def test_the_modern_kit_scores_0_with_not_implemented_messages(modern_kit, tmp_path):
+    out = tmp_path / "r.json"
+    code = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(REPO), "--impl", str(modern_kit),
+                        "--track", "modern", "--grade-json", str(out), "spec_tests/modern/test_golden.py"])
+    assert code == pytest.ExitCode.TESTS_FAILED
+    results = json.loads(out.read_text())
+    assert results["score"] == 0 and results["tests"]
+    assert all(t["score"] == 0 for t in results["tests"])
+    assert any("not implemented yet" in t["output"] for t in results["tests"])
+
+
+def test_the_kit_of_an_unknown_track_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        release.main(["--out", str(tmp_path), "--track", "ancient"])
+    assert "--track" in capsys.readouterr().err

@@ -310,3 +310,36 @@ def test_torchrun_two_processes(tmp_path):
     assert ckpt["step"] == 3 and ckpt["world_size"] == 2
     build_model(loader.load(None), ckpt)
     assert (out / "attention_heads.png").is_file()
+
+
+# ------------------------------------------------------------------------- the modern track
+
+
+def test_minillama_trains_checkpoints_and_samples(tmp_path):
+    """``--model minillama``: the modern track's MiniLlama on the same task; its checkpoint names
+    the class, rebuilds the same model and feeds ``tools.sample``."""
+    from tools import sample
+
+    out = tmp_path / "llama"
+    assert train.main([*TINY, "--model", "minillama", "--num-kv-heads", "1", "--steps", "4", "--out", str(out)]) == 0
+    ckpt = load_checkpoint(out / "model.pt")
+    assert ckpt["model_class"] == "MiniLlama"
+    assert ckpt["model_config"]["num_kv_heads"] == 1 and "dropout" not in ckpt["model_config"]
+    model = build_model(loader.load(None), ckpt).eval()
+    assert type(model).__name__ == "MiniLlama" and model.layers[0].attn.k_proj.weight.shape == (8, 16)
+    x = torch.tensor([[1, 2, 3, 10, 3, 2]])
+    torch.testing.assert_close(model(x)[0], build_model(loader.load(None), ckpt).eval()(x)[0])
+    assert json.loads((out / "metrics.json").read_text())["model"] == "MiniLlama"
+    assert (out / "attention_heads.png").is_file()
+    assert len(sample.sample(out / "model.pt", max_new_tokens=3)) > 3
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--model", "minillama", "--dropout", "0.1"], "--dropout"),
+    (["--num-kv-heads", "1"], "--num-kv-heads"),
+    (["--model", "minillama", "--num-kv-heads", "3"], "num_kv_heads"),
+])
+def test_options_that_do_not_fit_the_model_are_one_line_errors(capsys, tmp_path, argv, needle):
+    with pytest.raises(SystemExit) as excinfo:
+        train.main([*TINY, *argv, "--out", str(tmp_path)])
+    _one_line_error(capsys, excinfo, needle)

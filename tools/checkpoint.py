@@ -5,7 +5,8 @@ with ``weights_only=True``)::
 
     format        "transformer-spec/minigpt-checkpoint"
     version       1
-    model_config  the MiniGPT keyword arguments (vocab_size, d_model, ...)
+    model_class   the contract class it trained: "MiniGPT" (the default when absent) or "MiniLlama"
+    model_config  the class's keyword arguments (vocab_size, d_model, ...)
     task          the task's dict (kind "reverse" or "text", with its vocabulary)
     model         the model's state_dict
     optimizer     the AdamW state_dict (for --resume)
@@ -31,6 +32,17 @@ from .cli import ToolError, require_file
 FORMAT = "transformer-spec/minigpt-checkpoint"
 VERSION = 1
 REQUIRED = ("model_config", "task", "model", "step")
+#: the language models a checkpoint may hold: ``tools.train --model`` -> the contract's class
+MODELS = {"minigpt": "MiniGPT", "minillama": "MiniLlama"}
+
+
+def model_class(ckpt: dict, argument: str = "CHECKPOINT") -> str:
+    """The contract class the checkpoint's weights belong to (``MiniGPT`` for checkpoints written
+    before ``--model`` existed)."""
+    cls = ckpt.get("model_class", "MiniGPT")
+    if cls not in MODELS.values():
+        raise ToolError(f"{argument}: the checkpoint holds a {cls!r}, not one of {', '.join(MODELS.values())}")
+    return cls
 
 
 def save_checkpoint(payload: dict, path: str | os.PathLike) -> Path:
@@ -68,20 +80,22 @@ def load_checkpoint(path: str | os.PathLike, argument: str = "CHECKPOINT") -> di
 
 
 def build_model(impl, ckpt: dict, argument: str = "CHECKPOINT"):
-    """The submission's ``MiniGPT`` rebuilt from the checkpoint's config, weights loaded."""
+    """The submission's ``MiniGPT`` (or ``MiniLlama``, :func:`model_class`) rebuilt from the
+    checkpoint's config, weights loaded."""
     config = ckpt["model_config"]
+    cls = model_class(ckpt, argument)
     try:
-        model = impl.MiniGPT(**config)
+        model = impl.get(cls)(**config)
     except (TypeError, ValueError) as exc:
         raise ToolError(
-            f"{argument}: --impl {impl.target} cannot build MiniGPT({_kwargs(config)}): {exc}"
+            f"{argument}: --impl {impl.target} cannot build {cls}({_kwargs(config)}): {exc}"
         ) from None
     try:
         model.load_state_dict(ckpt["model"])
     except RuntimeError as exc:
         detail = " ".join(str(exc).split())[:200]
         raise ToolError(
-            f"{argument}: the weights do not fit the MiniGPT of --impl {impl.target} ({detail}); "
+            f"{argument}: the weights do not fit the {cls} of --impl {impl.target} ({detail}); "
             f"use the --impl that trained it ({ckpt.get('impl', 'unknown')}) or retrain"
         ) from None
     return model

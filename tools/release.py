@@ -1,6 +1,6 @@
 """Write the student starter kit: the reference with every solution region replaced by a stub.
 
-    python -m tools.release --out DIR [--name my_transformer] [--force]
+    python -m tools.release --out DIR [--name my_transformer] [--track classic|modern] [--force]
     python -m tools.release --gradescope OUT.zip [--force] [--rubric FILE] [--tests PATH...] [limits]
     python -m tools.release --prairielearn DIR [--image NAME] [--force] [settings]
     python -m tools.release --github-classroom DIR --grader-repo OWNER/NAME [--grader-ref REF] [--name N] [settings]
@@ -17,8 +17,11 @@ convention) becomes, at the region's indentation::
 
 Signatures, docstrings and the argument validation outside the regions are kept. The kit is
 ``DIR/<name>/`` (a package a student edits and tests with ``pytest --impl DIR/<name>``), the
-contract (``DIR/contract.md``) and ``DIR/README.md``. The kit is checked before this returns:
-it must import, and no solution line may remain.
+contract (``DIR/contract.md``) and ``DIR/README.md``. It holds the modules of one track
+(``--track``, default classic): those that define the track's names (:func:`transformer_spec.contract.of_track`)
+and the modules they import, with an ``__init__.py`` that exports exactly those names, so a
+modern-track student writes no classic class. The kit is checked before this returns: it must
+import, and no solution line may remain.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from transformer_spec import contract, tracks
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_DIR = REPO / "reference"
@@ -105,10 +110,65 @@ def _check_kit(pkg: Path) -> None:
         raise ReleaseError(f"the starter kit in {pkg} does not import: {last}")
 
 
-def _readme(name: str) -> str:
-    return f"""# Transformer starter kit
+def _defining_modules(init: Path = REFERENCE_DIR / "__init__.py") -> dict[str, str]:
+    """``{name: module}`` from the reference's ``__init__.py`` (``from .module import name``)."""
+    out = {}
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            out.update({alias.name: node.module for alias in node.names})
+    return out
 
-`{name}/` holds the names of the contract (`contract.md`). Every function body you write says
+
+def _imported_modules(module: str) -> set[str]:
+    """The reference modules ``module`` imports (``from .other import ...``)."""
+    tree = ast.parse((REFERENCE_DIR / f"{module}.py").read_text(encoding="utf-8"))
+    return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module}
+
+
+def kit_names(track: str) -> list[str]:
+    """The top-level names a student of ``track`` writes, in the contract's order."""
+    return [n.name for n in contract.of_track(track) if n.kind != "method"]
+
+
+def kit_modules(track: str) -> list[str]:
+    """The reference modules of ``track``'s kit: those that define its names, and (transitively) the
+    modules they import; sorted."""
+    defining = _defining_modules()
+    missing = [n for n in kit_names(track) if n not in defining]
+    if missing:
+        raise ReleaseError(f"reference/__init__.py does not export {', '.join(missing)}")
+    todo = {defining[n] for n in kit_names(track)}
+    seen: set[str] = set()
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo |= _imported_modules(module)
+    return sorted(seen)
+
+
+def _init_text(track: str) -> str:
+    """The kit's ``__init__.py``: exactly ``track``'s names, each from its module."""
+    defining = _defining_modules()
+    by_module: dict[str, list[str]] = {}
+    for name in kit_names(track):
+        by_module.setdefault(defining[name], []).append(name)
+    lines = [f'"""The names of the transformer-spec contract ({track} track, contract.md) that this package defines."""',
+             "", "from __future__ import annotations", ""]
+    lines += [f"from .{m} import {', '.join(sorted(names))}" for m, names in sorted(by_module.items())]
+    lines += ["", "__all__ = ["] + [f'    "{n}",' for n in kit_names(track)] + ["]", ""]
+    return "\n".join(lines)
+
+
+def _readme(name: str, track: str) -> str:
+    from transformer_spec.rubric import load_rubric
+
+    flag = "" if track == tracks.DEFAULT else f" --track {track}"
+    apis = [a for a in load_rubric(track=track).forbidden if a != "reference"]
+    return f"""# Transformer starter kit ({track} track)
+
+`{name}/` holds the names of the contract (`contract.md`) that the {track} track grades:
+{", ".join(f"`{n}`" for n in kit_names(track))}. Every function body you write says
 
     raise NotImplementedError("... is not implemented yet")
 
@@ -116,19 +176,19 @@ Replace those lines by your code; keep the signatures, the docstrings and the ar
 
 Run the specification on your code from a checkout of the course repository:
 
-    python -m pytest spec_tests properties --impl path/to/{name}
+    python -m pytest spec_tests properties --impl path/to/{name}{flag}
 
 The end of the run shows your points per component. A failing test says what was expected,
-what your code returned and where; `pytest --impl path/to/{name} "TEST ID"` re-runs one test.
-Do not use torch.nn.MultiheadAttention, torch.nn.functional.scaled_dot_product_attention, the
-torch.nn.Transformer* layers or the course's reference: the grader detects them and fails the test.
+what your code returned and where; `pytest --impl path/to/{name}{flag} "TEST ID"` re-runs one test.
+Do not use {", ".join(apis)} or the course's reference: the grader detects them and fails the test.
 """
 
 
-def release(out: Path, name: str = "my_transformer", force: bool = False) -> Path:
-    """Write the starter kit to ``out``; returns the package folder ``out/<name>``."""
+def release(out: Path, name: str = "my_transformer", force: bool = False, track: str = tracks.DEFAULT) -> Path:
+    """Write ``track``'s starter kit to ``out``; returns the package folder ``out/<name>``."""
     if not name.isidentifier():
         raise ReleaseError(f"--name {name!r} is not a valid Python package name")
+    track = tracks.check(track, allow_all=False)
     out = Path(out)
     pkg = out / name
     if pkg.exists():
@@ -137,7 +197,8 @@ def release(out: Path, name: str = "my_transformer", force: bool = False) -> Pat
         shutil.rmtree(pkg)
     pkg.mkdir(parents=True)
     total = 0
-    for src in sorted(REFERENCE_DIR.glob("*.py")):
+    for module in kit_modules(track):
+        src = REFERENCE_DIR / f"{module}.py"
         text = src.read_text(encoding="utf-8")
         stubbed_text, stubbed = strip_solutions(text, f"reference/{src.name}")
         if BEGIN in stubbed_text or END in stubbed_text:
@@ -146,9 +207,10 @@ def release(out: Path, name: str = "my_transformer", force: bool = False) -> Pat
         total += len(stubbed)
     if total == 0:
         raise ReleaseError(f"no {BEGIN} regions found in {REFERENCE_DIR}")
+    (pkg / "__init__.py").write_text(_init_text(track), encoding="utf-8")
     if CONTRACT.exists():
         shutil.copyfile(CONTRACT, out / "contract.md")
-    (out / "README.md").write_text(_readme(name), encoding="utf-8")
+    (out / "README.md").write_text(_readme(name, track), encoding="utf-8")
     _check_kit(pkg)
     return pkg
 
@@ -215,19 +277,21 @@ def main(argv: list[str] | None = None) -> int:
                                    "overwrite it")
             target = classroom.build(args.github_classroom, args, args.grader_repo, args.grader_ref or "main", name,
                                      args.force)
-            release(args.github_classroom, name, args.force)
+            release(args.github_classroom, name, args.force, args.track)
             print(f"GitHub Classroom template written to {args.github_classroom} (the kit and {target}); push it "
                   "as the assignment's template repository (docs/grading.md)")
             return 0
-        given = gradescope_bundle.differs_from_defaults(args)
+        given = [flag for flag in gradescope_bundle.differs_from_defaults(args) if flag != "--track"]
         if given:
             raise ReleaseError(f"{given[0]} applies to the Gradescope bundle (--gradescope OUT.zip) and the other "
                                "grading platforms (--prairielearn, --github-classroom), not to --out")
-        pkg = release(args.out, args.name or "my_transformer", args.force)
+        pkg = release(args.out, args.name or "my_transformer", args.force, args.track)
     except (ReleaseError, gradescope_bundle.BundleError, classroom.ClassroomError) as exc:
         print(f"release: error: {exc}", file=sys.stderr)
         return 2
-    print(f"starter kit written to {pkg}; students run: python -m pytest spec_tests properties --impl {pkg}")
+    flag = "" if args.track == tracks.DEFAULT else f" --track {args.track}"
+    print(f"starter kit ({args.track} track) written to {pkg}; students run: "
+          f"python -m pytest spec_tests properties --impl {pkg}{flag}")
     return 0
 
 

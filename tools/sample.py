@@ -4,8 +4,9 @@
     python -m tools.sample runs/X/model.pt --prompt "20240607|" --temperature 0
     python -m tools.sample runs/X/model.pt --prompt "The " --max-new-tokens 300 --top-k 20 --seed 1
 
-The model is rebuilt with the MiniGPT of ``--impl`` (the checkpoint keeps its config and
-vocabulary) and continues the prompt with ``MiniGPT.generate``.
+The model is rebuilt with the MiniGPT of ``--impl`` (or its MiniLlama, for a checkpoint of
+``tools.train --model minillama``; the checkpoint keeps its class, config and vocabulary) and
+continues the prompt with its ``generate``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import torch
 
 from transformer_spec.loader import SubmissionError
 
-from .checkpoint import build_model, load_checkpoint
+from .checkpoint import build_model, load_checkpoint, model_class
 from .cli import ToolError, add_impl_argument, fail, load_impl, set_threads
 from .tasks import ReverseTask, vocab_from_dict
 
@@ -25,7 +26,7 @@ PROG = "python -m tools.sample"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Continue a prompt with a MiniGPT saved by tools.train.")
+    p = argparse.ArgumentParser(prog=PROG, description="Continue a prompt with a MiniGPT (or MiniLlama) saved by tools.train.")
     p.add_argument("checkpoint", metavar="CHECKPOINT", help="a model.pt written by python -m tools.train")
     p.add_argument("--prompt", help="text to continue, in the model's characters (default: the task's "
                                     "example prompt, e.g. '31415926|' for the reversal task)")
@@ -62,7 +63,8 @@ def sample(checkpoint: str, prompt: str | None = None, temperature: float | None
     if prompt == "":
         raise ToolError("--prompt is empty; give at least one character")
     ids = vocab.encode(prompt, argument="--prompt")
-    submission = load_impl(impl, "MiniGPT", "MiniGPT.generate")
+    cls = model_class(ckpt, "CHECKPOINT")
+    submission = load_impl(impl, cls, f"{cls}.generate")
     model = build_model(submission, ckpt)
     model.eval()
     generator = torch.Generator().manual_seed(seed)

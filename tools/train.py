@@ -1,6 +1,7 @@
-"""Train MiniGPT and plot what it learned.
+"""Train MiniGPT (or the modern track's MiniLlama) and plot what it learned.
 
     python -m tools.train                       # default: reverse 8 digits, ~1 min on 2 CPU cores
+    python -m tools.train --model minillama     # the Llama-style decoder, same task and bar
     python -m tools.train --text book.txt       # character-level model of any UTF-8 file
     python -m tools.train --resume runs/X/model.pt --steps 2000
     torchrun --nproc_per_node=2 -m tools.train --steps 20   # DistributedDataParallel
@@ -28,7 +29,7 @@ from tqdm import tqdm
 from transformer_spec.loader import SubmissionError
 
 from . import figures
-from .checkpoint import build_model, load_checkpoint, save_checkpoint
+from .checkpoint import MODELS, build_model, load_checkpoint, model_class, save_checkpoint
 from .cli import (
     ToolError,
     add_impl_argument,
@@ -57,7 +58,8 @@ WARMUP = 50
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
-        description="Train the MiniGPT of an implementation (--impl) on a synthetic reversal task "
+        description="Train the MiniGPT (or, with --model minillama, the MiniLlama) of an implementation (--impl) "
+                    "on a synthetic reversal task "
                     "(default) or on a text file (--text), then plot its loss and attention.",
         epilog="Task-dependent defaults (reversal / --text): " + "; ".join(
             f"--{k.replace('_', '-')} {TASK_DEFAULTS['reverse'][k]} / {TASK_DEFAULTS['text'][k]}"
@@ -82,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--eval-every", type=int, help="steps between validation evaluations")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     model = p.add_argument_group("model (ignored with --resume: the checkpoint decides)")
+    model.add_argument("--model", choices=sorted(MODELS), default=None,
+                       help="minigpt (default: the classic track's MiniGPT) or minillama (the modern track's "
+                            "Llama-style decoder: RMSNorm, rotary positions, SwiGLU, grouped-query attention)")
+    model.add_argument("--num-kv-heads", type=int, help="minillama: key/value heads (default: --num-heads)")
     model.add_argument("--d-model", type=int)
     model.add_argument("--num-heads", type=int)
     model.add_argument("--num-layers", type=int)
@@ -159,12 +165,13 @@ def attention_of(model, task, seed: int):
     finally:
         model.train(was_training)
     if not maps:
-        raise ToolError("the MiniGPT of --impl returned no attention maps for return_attn=True")
+        raise ToolError(f"the {type(model).__name__} of --impl returned no attention maps for return_attn=True")
     return list(task.vocab.decode(seq)), [m[0].detach().cpu() for m in maps]
 
 
 def write_samples(model, task, path, seed: int, metrics: dict) -> str:
-    """Write ``samples.txt`` from ``MiniGPT.generate`` and return its text."""
+    """Write ``samples.txt`` from the model's ``generate`` (``MiniGPT.generate``, ``MiniLlama.generate``)
+    and return its text."""
     lines = [f"task: {task.describe()}"]
     if isinstance(task, ReverseTask):
         lines.append("greedy generation (temperature 0) on held-out prompts: prompt -> answer [expected]")
@@ -212,6 +219,7 @@ def _setup(args, rank: int):
         ckpt = load_checkpoint(args.resume, argument="--resume")
         task = task_from_dict(ckpt["task"], args.text)
         config = dict(ckpt["model_config"])
+        cls = model_class(ckpt, "--resume")
         saved = ckpt.get("train_args", {})
         opts = {k: (getattr(args, k) if getattr(args, k, None) is not None else saved.get(k)) for k in RESUMABLE}
         opts["steps"] = args.steps if args.steps is not None else ckpt.get("total_steps")
@@ -224,9 +232,20 @@ def _setup(args, rank: int):
         task = TextTask.from_file(args.text, args.block_size) if args.text else ReverseTask(args.length)
         defaults = TASK_DEFAULTS[task.kind]
         pick = {k: (getattr(args, k) if getattr(args, k, None) is not None else v) for k, v in defaults.items()}
+        cls = MODELS[args.model or "minigpt"]
         config = dict(vocab_size=len(task.vocab), d_model=pick["d_model"], num_heads=pick["num_heads"],
-                      num_layers=pick["num_layers"], d_ff=pick["d_ff"], max_len=task.seq_len,
-                      dropout=pick["dropout"])
+                      num_layers=pick["num_layers"], d_ff=pick["d_ff"], max_len=task.seq_len)
+        if cls == "MiniLlama":  # no dropout in the modern track; d_ff=None is the contract's 8/3 rule
+            if args.dropout is not None:
+                raise ToolError("--dropout: MiniLlama has no dropout (the modern track has none); leave it out")
+            if args.d_ff is None:
+                config["d_ff"] = None
+            if args.num_kv_heads is not None:
+                config["num_kv_heads"] = args.num_kv_heads
+        else:
+            if args.num_kv_heads is not None:
+                raise ToolError("--num-kv-heads applies to --model minillama, not to MiniGPT")
+            config["dropout"] = pick["dropout"]
         opts = {k: pick.get(k) for k in ("steps", "batch_size", "lr", "eval_every")}
         opts["seed"] = args.seed
         opts["warmup"] = None
@@ -236,7 +255,7 @@ def _setup(args, rank: int):
         _check_positive(key, opts[key], minimum)
     if not opts["lr"] > 0:
         raise ToolError(f"--lr must be positive, got {opts['lr']}")
-    return task, config, opts, ckpt
+    return task, cls, config, opts, ckpt
 
 
 def _default_out(args) -> str:
@@ -264,8 +283,8 @@ def run(args: argparse.Namespace) -> dict:
     rank, local_rank, world = dist_info()
     set_threads(args.threads)
     device = resolve_device(args.device, local_rank)
-    impl = load_impl(args.impl, "MiniGPT", "MiniGPT.generate")
-    task, config, opts, ckpt = _setup(args, rank)
+    task, cls, config, opts, ckpt = _setup(args, rank)
+    impl = load_impl(args.impl, cls, f"{cls}.generate")
     _refuse_to_overwrite(_default_out(args), args)
     out = prepare_out_dir(_default_out(args)) if rank == 0 else None
 
@@ -274,9 +293,9 @@ def run(args: argparse.Namespace) -> dict:
         model = build_model(impl, ckpt, argument="--resume")
     else:
         try:
-            model = impl.MiniGPT(**config)
+            model = impl.get(cls)(**config)
         except (TypeError, ValueError) as exc:
-            raise ToolError(f"model options: MiniGPT({config}) refused: {exc}") from None
+            raise ToolError(f"model options: {cls}({config}) refused: {exc}") from None
     model.to(device)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=opts["lr"], betas=(0.9, 0.98), weight_decay=0.01)
@@ -304,7 +323,7 @@ def run(args: argparse.Namespace) -> dict:
 
     def checkpoint(step: int) -> Path:
         return save_checkpoint({
-            "model_config": config, "task": task.to_dict(), "model": model.state_dict(),
+            "model_class": cls, "model_config": config, "task": task.to_dict(), "model": model.state_dict(),
             "optimizer": optimizer.state_dict(), "step": step, "total_steps": total,
             "history": history, "train_args": train_args, "impl": impl.target, "metrics": metrics,
             "world_size": world,
@@ -312,7 +331,7 @@ def run(args: argparse.Namespace) -> dict:
 
     if rank == 0:
         n_params = sum(p.numel() for p in model.parameters())
-        print(f"{PROG}: {task.describe()}; MiniGPT({', '.join(f'{k}={v}' for k, v in config.items())}) "
+        print(f"{PROG}: {task.describe()}; {cls}({', '.join(f'{k}={v}' for k, v in config.items())}) "
               f"= {n_params:,} parameters; --impl {impl.target}; {world} process(es) on {device}, "
               f"{torch.get_num_threads()} thread(s) each; steps {start}->{total}; out {out}", flush=True)
     bar = tqdm(total=total, initial=start, desc="train", unit="step", dynamic_ncols=True,
@@ -361,7 +380,7 @@ def run(args: argparse.Namespace) -> dict:
     finally:
         bar.close()
 
-    summary = {"steps": total, "processes": world, "task": task.describe(), "impl": impl.target}
+    summary = {"steps": total, "processes": world, "task": task.describe(), "model": cls, "impl": impl.target}
     if rank == 0:
         model.eval()
         if not metrics or history["val"][-1][0] != total:
