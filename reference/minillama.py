@@ -81,17 +81,63 @@ class MiniLlama(nn.Module):
         return logits, (attn_maps if return_attn else None)
         ### END SOLUTION
 
-    def forward_cached(self, tokens, caches):
+    def forward_cached(self, tokens, caches, step=None):
         """Logits ``(1, vocab)`` of the last position of ``tokens (1, T)`` after the ``len(caches[0])``
         cached positions: either a causal prefill of the whole window (empty caches) or one new token
-        at its absolute position in the window, attending to every cached key and itself."""
+        at its absolute position in the window, attending to every cached key and itself. ``step``
+        (:meth:`step_weights`): one new token goes through :meth:`_step`, not the modules."""
         start, T = len(caches[0]), tokens.size(1)
         mask = self.causal_mask[:T, :T] if T > 1 else None
         positions = torch.arange(start, start + T, device=tokens.device)  # (T,)
         x = self.token_embeddings(tokens)
+        if step is not None and T == 1:
+            return self.lm_head(self.ln_final(self._step(x[0], positions, caches, step)))  # (1, vocab)
         for layer, cache in zip(self.layers, caches, strict=True):
             x, _ = layer(x, mask, positions, kv_cache=cache)
         return self.lm_head(self.ln_final(x[:, -1]))  # (1, vocab)
+
+    def step_weights(self):
+        """Each layer's tensors for :meth:`_step`, gathered once per ``generate`` call: the RMSNorm
+        weights and eps, ``q_proj / sqrt(head_dim)``, ``k_proj`` and ``v_proj`` stacked into one matrix, ``output_proj``,
+        SwiGLU's ``w1`` and ``w3`` stacked, ``w2`` (the contract's parameters, fused: a step then makes
+        4 matrix products a layer instead of 7, and no module calls)."""
+        out = []
+        for layer in self.layers:
+            attn, ffn = layer.attn, layer.ffn
+            out.append((layer.ln1.weight, layer.ln1.eps,  # q_proj / sqrt(d): the scores come out scaled
+                        torch.cat([attn.q_proj.weight / math.sqrt(attn.head_dim), attn.k_proj.weight,
+                                   attn.v_proj.weight]),  # (D + 2 KV d, D)
+                        attn.output_proj.weight, layer.ln2.weight, layer.ln2.eps,
+                        torch.cat([ffn.w1.weight, ffn.w3.weight]), ffn.w2.weight))  # (2 d_ff, D), (D, d_ff)
+        return out
+
+    def _step(self, x, positions, caches, weights):
+        """One new token ``x (1, D)`` at ``positions (1,)`` through every layer, as ``LlamaBlock`` computes
+        it (RMSNorm, rotated grouped-query attention over the cache, SwiGLU), in fused arithmetic."""
+        attn = self.layers[0].attn
+        H, KV, d, D = attn.num_heads, attn.num_kv_heads, attn.head_dim, self.d_model
+        cos = attn.rope.cos[positions].to(x.dtype)  # (1, d/2), the rotation of this position
+        sin = attn.rope.sin[positions].to(x.dtype)
+
+        def norm(x, weight, eps):  # RMSNorm, in float32 at least
+            h = x.to(torch.promote_types(x.dtype, torch.float32))
+            return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight.to(h.dtype)).to(x.dtype)
+
+        def rotate(v):  # (..., 1, d): the pairs (v[2i], v[2i+1]) rotated
+            a, b = v[..., 0::2], v[..., 1::2]
+            return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+
+        for (n1, eps1, w_qkv, w_o, n2, eps2, w13, w2), cache in zip(weights, caches, strict=True):
+            qk, v = F.linear(norm(x, n1, eps1), w_qkv).split([D + KV * d, KV * d], dim=-1)
+            qk = rotate(qk.view(H + KV, 1, d))  # the H query heads, then the KV key heads, rotated at once
+            q = qk[:H].view(KV, H // KV, 1, d)  # (KV, group, 1, d): query head h in group h // (H/KV)
+            keys, values = cache.extend(qk[H:].view(1, KV, 1, d), v.view(1, KV, 1, d))  # (1, KV, T, d)
+            scores = q @ keys[0, :, None].transpose(-2, -1)  # (KV, group, 1, T), scaled through w_qkv
+            out = torch.softmax(scores, dim=-1) @ values[0, :, None]  # (KV, group, 1, d)
+            x = x + F.linear(out.reshape(1, D), w_o)  # heads concatenated in order
+            gate, up = F.linear(norm(x, n2, eps2), w13).chunk(2, dim=-1)  # (1, d_ff) each
+            x = x + F.linear(F.silu(gate) * up, w2)
+        return x  # (1, D)
 
     def generate(self, seed_tokens, max_new_tokens=50, temperature=0.8, top_k=None, generator=None,
                  use_cache=True):
@@ -118,10 +164,11 @@ class MiniLlama(nn.Module):
         caches = None
         try:
             with torch.inference_mode():
+                weights = self.step_weights() if use_cache else None
                 for _ in range(max_new_tokens):
                     if use_cache and caches is not None and len(tokens) <= self.max_len:
                         step = torch.tensor([[tokens[-1]]], device=device)  # (1, 1)
-                        next_logits = self.forward_cached(step, caches)[0]
+                        next_logits = self.forward_cached(step, caches, weights)[0]
                     elif use_cache:  # first step, or the window slid: prefill from the window
                         caches = [KVCache(self.max_len) for _ in self.layers]
                         window = torch.tensor([tokens[-self.max_len:]], device=device)

@@ -33,6 +33,12 @@ reports the median of ``--repeats`` runs of each and their ratio. The rows:
 * ``xdist`` (only with ``--only ...,xdist``): the graded run with ``pytest -n auto`` against the
   same run in one process.
 
+``--track modern`` measures the modern track instead (sections ``suite``, ``train``, ``generate``):
+the graded run with ``--track modern`` against ``import torch`` (target <= 8x); one MiniLlama
+training step against the same model from ``nn.RMSNorm`` and ``F.scaled_dot_product_attention``
+(:mod:`tools.benchmarks.torch_llama`; target <= 1.1x); MiniLlama's cached generation of 256 tokens
+against recomputing the window (target >= 5x faster at 1 and at 2 threads).
+
 The implementations come from ``--impl`` through :mod:`transformer_spec.loader`. This module is the
 command line; the measurements are importable functions of :mod:`tools.benchmarks`.
 """
@@ -50,20 +56,41 @@ from transformer_spec.loader import Submission, SubmissionError
 from .benchmarks.class_grading import bench_class, bench_single
 from .benchmarks.graded_run import bench_suite, bench_xdist
 from .benchmarks.timing import Row, format_table
-from .benchmarks.workloads import (GENERATE_LIMITS, PROFILE_TARGETS, bench_attention, bench_generate, bench_train,
-                                  profile)
+from .benchmarks.workloads import (GENERATE_LIMITS, GENERATE_LIMITS_LLAMA, PROFILE_TARGETS, bench_attention,
+                                  bench_generate, bench_train, bench_train_llama, profile)
 from .cli import ToolError, add_impl_argument, fail, load_impl
 
 PROG = "python -m tools.bench"
 SECTIONS = ("suite", "single", "class", "attention", "train", "generate", "xdist")
 DEFAULT_SECTIONS = ("suite", "single", "class", "attention", "train", "generate")
+#: the sections of --track modern (the rows of the Llama-style decoder)
+MODERN_SECTIONS = ("suite", "train", "generate")
+
+
+def run_modern(sections: Sequence[str], impl: Submission, repeats: int,
+               say: Callable[[str], None] = lambda _msg: None) -> list[Row]:
+    """The modern track's rows of ``sections`` (:data:`MODERN_SECTIONS`) in order."""
+    rows: list[Row] = []
+    for section in sections:
+        say(f"measuring {section} (modern track) ...")
+        if section == "suite":
+            rows.append(bench_suite(impl.target, repeats, extra=["--track", "modern"], name="modern graded run"))
+        elif section == "train":
+            rows.append(bench_train_llama(impl, repeats))
+        elif section == "generate":
+            rows += [bench_generate(impl, repeats, threads=n, model_name="MiniLlama") for n in GENERATE_LIMITS_LLAMA]
+        else:
+            raise ToolError(f"--only {section!r} with --track modern: choose among {', '.join(MODERN_SECTIONS)}")
+    return rows
 
 
 def run(sections: Sequence[str], impl: Submission, repeats: int, quick: bool,
         lengths: Sequence[int] | None = None, progress: Callable[[str], None] | None = None,
-        class_sample: int = 1) -> list[Row]:
-    """All rows of ``sections`` in order."""
+        class_sample: int = 1, track: str = "classic") -> list[Row]:
+    """All rows of ``sections`` in order (of the modern track's rows with ``track="modern"``)."""
     say = progress or (lambda _msg: None)
+    if track == "modern":
+        return run_modern(sections, impl, repeats, say)
     rows: list[Row] = []
     for section in sections:
         say(f"measuring {section} ...")
@@ -107,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads for the in-process rows (default 1, as the graded run uses); "
                         "the window-never-slides generate rows set 1 and 2 themselves")
+    p.add_argument("--track", choices=("classic", "modern"), default="classic",
+                   help="classic (default: MiniGPT's rows) or modern: the modern track's graded run, MiniLlama's "
+                        f"training step and cached generation (sections {','.join(MODERN_SECTIONS)})")
     p.add_argument("--profile", choices=PROFILE_TARGETS, default=None,
                    help="print a profile of one workload instead of the table")
     add_impl_argument(p)
@@ -130,16 +160,24 @@ def main(argv=None) -> int:
         if args.threads < 1:
             raise ToolError(f"--threads must be at least 1, got {args.threads}")
         torch.set_num_threads(args.threads)
-        sections = [s.strip() for s in args.only.split(",") if s.strip()]
-        unknown = [s for s in sections if s not in SECTIONS]
+        modern = args.track == "modern"
+        known = MODERN_SECTIONS if modern else SECTIONS
+        only = ",".join(MODERN_SECTIONS) if modern and args.only == ",".join(DEFAULT_SECTIONS) else args.only
+        sections = [s.strip() for s in only.split(",") if s.strip()]
+        unknown = [s for s in sections if s not in known]
         if unknown or not sections:
-            raise ToolError(f"--only {args.only!r}: choose among {', '.join(SECTIONS)}")
+            raise ToolError(f"--only {only!r}{' with --track modern' if modern else ''}: "
+                            f"choose among {', '.join(known)}")
+        if modern and args.profile:
+            raise ToolError("--profile profiles the classic track's workloads; leave out --track modern")
         lengths = _parse_ints(args.lengths, "--lengths") if args.lengths else None
         repeats = args.repeats if args.repeats is not None else (3 if args.quick else 7)
         if repeats < 1:
             raise ToolError(f"--repeats must be at least 1, got {repeats}")
         needs = {"train": ("MiniGPT",), "generate": ("MiniGPT",),
                  "attention": ("MultiHeadSelfAttention",)}.get(args.profile, ())
+        if modern:
+            needs = ("MiniLlama",)
         impl = load_impl(args.impl, *needs)
         if args.profile:
             print(profile(args.profile, impl))
@@ -147,10 +185,11 @@ def main(argv=None) -> int:
         if args.class_sample < 1:
             raise ToolError(f"--class-sample must be at least 1, got {args.class_sample}")
         rows = run(sections, impl, repeats, args.quick, lengths,
-                   progress=lambda msg: print(msg, file=sys.stderr, flush=True), class_sample=args.class_sample)
+                   progress=lambda msg: print(msg, file=sys.stderr, flush=True), class_sample=args.class_sample,
+                   track=args.track)
     except (ToolError, SubmissionError) as exc:
         fail(parser, exc)
-    print(f"impl: {impl.target}; torch {torch.__version__}, {args.threads} thread(s); "
+    print(f"impl: {impl.target} ({args.track} track); torch {torch.__version__}, {args.threads} thread(s); "
           f"median of {repeats} side-by-side runs each")
     print(format_table(rows))
     return 0

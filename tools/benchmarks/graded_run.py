@@ -65,10 +65,11 @@ def bench_xdist(impl_target: str, repeats: int, workers: str = "auto", cwd: Path
     return row
 
 
-def bench_suite(impl_target: str, repeats: int, cwd: Path = ROOT, extra: Sequence[str] = ()) -> Row:
+def bench_suite(impl_target: str, repeats: int, cwd: Path = ROOT, extra: Sequence[str] = (),
+                name: str = "graded run") -> Row:
     cmd = suite_command(impl_target, extra)
     ours, base = side_by_side(lambda: run_to_end(cmd, cwd), lambda: run_to_end(IMPORT_TORCH, cwd), repeats, warmup=0)
-    return Row("graded run (spec_tests + properties) vs `python -c 'import torch'`", ours, base,
+    return Row(f"{name} (spec_tests + properties) vs `python -c 'import torch'`", ours, base,
                target="<= 8x", limit=8.0)
 
 

@@ -5,7 +5,10 @@ alternative, and a profile of one of them.
   against ``F.scaled_dot_product_attention`` and ``nn.MultiheadAttention``, causal mask.
 * ``bench_train``: one AdamW step of MiniGPT against :class:`.torch_gpt.TorchGPT` (target <= 1.0x).
 * ``bench_generate``: ``use_cache=True`` against ``use_cache=False`` at a given number of torch
-  threads (targets while the window does not slide: >= 8x faster at 1 thread, >= 5x at 2).
+  threads (targets while the window does not slide: >= 8x faster at 1 thread, >= 5x at 2), for
+  MiniGPT or the modern track's MiniLlama (>= 5x at either).
+* ``bench_train_llama``: one AdamW step of MiniLlama against :class:`.torch_llama.TorchLlama`
+  (``nn.RMSNorm``, ``F.scaled_dot_product_attention``; target <= 1.1x).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from ..cli import ToolError
 from .graded_run import profile_suite
 from .timing import MIN_TIME, Row, side_by_side
 from .torch_gpt import TorchGPT, count_parameters
+from .torch_llama import TorchLlama
 
 PROFILE_TARGETS = ("train", "generate", "suite", "attention")
 #: the training step's target: MiniGPT no slower than the torch-native model
@@ -29,6 +33,12 @@ TRAIN_LIMIT = 1.0
 #: the cached generation's targets (window never slides), by torch thread count: more threads
 #: speed up the recomputation's large matmuls, not a cached step's many small ops
 GENERATE_LIMITS = {1: 8.0, 2: 5.0}
+#: the modern track's targets (issue 29): MiniLlama's training step within 1.1x of its torch-native
+#: twin, and its cached generation at least 5x faster than recomputing the window
+TRAIN_LIMIT_LLAMA = 1.1
+GENERATE_LIMITS_LLAMA = {1: 5.0, 2: 5.0}
+#: the MiniLlama of the modern rows: the size of the classic rows' MiniGPT (d_model 128, 4 heads, 4 layers)
+LLAMA_SIZES = dict(d_model=128, num_heads=4, num_layers=4)
 
 
 # --------------------------------------------------------------------------------------------
@@ -125,29 +135,53 @@ def bench_train(impl: Submission, repeats: int, vocab_size=65, d_model=128, num_
                *t, target=f"<= {TRAIN_LIMIT}x", limit=TRAIN_LIMIT, note=note)
 
 
+def bench_train_llama(impl: Submission, repeats: int, vocab_size=65, d_model=128, num_heads=4, num_kv_heads=2,
+                      num_layers=4, seq_len=128, batch=16) -> Row:
+    """One AdamW step of the modern track's MiniLlama (grouped-query, ``d_ff`` by the 8/3 rule)
+    against :class:`.torch_llama.TorchLlama`, the same model from torch's own kernels."""
+    sizes = dict(vocab_size=vocab_size, d_model=d_model, num_layers=num_layers, num_heads=num_heads,
+                 num_kv_heads=num_kv_heads, max_len=seq_len)
+    torch.manual_seed(0)
+    ours = impl.MiniLlama(**sizes)
+    theirs = TorchLlama(**sizes)
+    n_ours, n_theirs = count_parameters(ours), count_parameters(theirs)
+    gen = torch.Generator().manual_seed(0)
+    data = torch.randint(0, vocab_size, (batch, seq_len + 1), generator=gen)
+    tokens, targets = data[:, :-1], data[:, 1:]
+    t = side_by_side(make_train_step(ours, tokens, targets, True),
+                     make_train_step(theirs, tokens, targets, False), repeats)
+    note = "" if n_ours == n_theirs else f"parameter counts differ: MiniLlama {n_ours}, torch-native {n_theirs}"
+    return Row(f"MiniLlama training step (B={batch}, L={seq_len}, {n_ours} params, {num_kv_heads} kv heads) "
+               f"vs nn.RMSNorm + F.scaled_dot_product_attention",
+               *t, target=f"<= {TRAIN_LIMIT_LLAMA}x", limit=TRAIN_LIMIT_LLAMA, note=note)
+
+
 # --------------------------------------------------------------------------------------------
 # Generation with and without the KV cache
 
 
 def bench_generate(impl: Submission, repeats: int, new_tokens: int = 256, seed_len: int = 16,
                    max_len: int | None = None, vocab_size: int = 65, threads: int | None = None,
-                   **sizes) -> Row:
+                   model_name: str = "MiniGPT", **sizes) -> Row:
     """Greedy generation of ``new_tokens`` with ``use_cache=True`` against ``use_cache=False``.
 
     ``max_len=None`` means ``seed_len + new_tokens``: the window never slides. ``threads`` sets
     ``torch.set_num_threads`` for this row's timing (restored afterwards); ``None`` keeps the
-    current setting. ``sizes`` go to ``MiniGPT`` (default: the contract's defaults, d_model 128,
-    4 heads, 4 layers, d_ff 512).
+    current setting. ``sizes`` go to ``model_name`` (``MiniGPT``, default: the contract's defaults,
+    d_model 128, 4 heads, 4 layers, d_ff 512; ``MiniLlama``: :data:`LLAMA_SIZES` unless given).
     """
+    limits = GENERATE_LIMITS_LLAMA if model_name == "MiniLlama" else GENERATE_LIMITS
+    if model_name == "MiniLlama":
+        sizes = {**LLAMA_SIZES, **sizes}
     slides = max_len is not None and max_len < seed_len + new_tokens
     max_len = seed_len + new_tokens if max_len is None else max_len
     torch.manual_seed(0)
-    model = impl.MiniGPT(vocab_size, max_len=max_len, **sizes)
+    model = impl.get(model_name)(vocab_size, max_len=max_len, **sizes)
     seed = [i % vocab_size for i in range(seed_len)]
     try:
         cached = model.generate(seed, max_new_tokens=new_tokens, temperature=0, use_cache=True)
     except TypeError as exc:
-        raise ToolError(f"--impl {impl.target}: MiniGPT.generate has no use_cache argument ({exc}); "
+        raise ToolError(f"--impl {impl.target}: {model_name}.generate has no use_cache argument ({exc}); "
                         f"skip this row with --only suite,attention,train") from None
     plain = model.generate(seed, max_new_tokens=new_tokens, temperature=0, use_cache=False)
     previous_threads = torch.get_num_threads()
@@ -160,9 +194,10 @@ def bench_generate(impl: Submission, repeats: int, new_tokens: int = 256, seed_l
     finally:
         torch.set_num_threads(previous_threads)
     window = f"window slides (max_len={max_len})" if slides else f"max_len={max_len}, window never slides"
-    limit = None if slides else GENERATE_LIMITS.get(threads)
+    limit = None if slides else limits.get(threads)
     note = "" if cached == plain else "cached and uncached generation chose different tokens"
-    return Row(f"generate {new_tokens} tokens, seed {seed_len}, {window}, {threads} thread(s): "
+    prefix = "" if model_name == "MiniGPT" else f"{model_name} "
+    return Row(f"{prefix}generate {new_tokens} tokens, seed {seed_len}, {window}, {threads} thread(s): "
                f"use_cache=True vs False",
                *t, target=f">= {limit:g}x faster" if limit else "", speedup=True, limit=limit, note=note)
 
