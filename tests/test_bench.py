@@ -164,3 +164,40 @@ def test_main_prints_a_table(capsys):
     assert bench.main(["--only", "attention", "--lengths", "4", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "| measurement |" in out and "sdpa forward L=4" in out
+
+
+# ----------------------------------------------------------------------------- the modern track
+
+
+def test_torch_native_llama_computes_minillama(ref):
+    """The modern baseline is the same function: MiniLlama's state_dict loads into it (the contract's
+    parameter names) and gives the same logits, with grouped-query attention."""
+    from tools.benchmarks import torch_llama
+
+    sizes = dict(vocab_size=11, d_model=16, num_layers=2, num_heads=4, num_kv_heads=2, max_len=9)
+    torch.manual_seed(0)
+    ours, theirs = ref.MiniLlama(**sizes).eval(), torch_llama.TorchLlama(**sizes).eval()
+    theirs.load_state_dict(ours.state_dict(), strict=True)
+    assert torch_gpt.count_parameters(theirs) == torch_gpt.count_parameters(ours)
+    tokens = torch.randint(0, 11, (2, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(tokens), ours(tokens)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_modern_rows_train_and_generate_minillama(ref):
+    row = workloads.bench_train_llama(ref, repeats=1, vocab_size=7, d_model=8, num_heads=2, num_kv_heads=1,
+                                      num_layers=1, seq_len=6, batch=2)
+    assert row.note == "" and row.limit == 1.1 and "MiniLlama training step" in row.name
+    gen = workloads.bench_generate(ref, repeats=1, new_tokens=4, seed_len=2, vocab_size=5, threads=1,
+                                   model_name="MiniLlama", d_model=8, num_heads=2, num_layers=1)
+    assert gen.name.startswith("MiniLlama generate 4 tokens") and gen.limit == 5.0 and gen.note == ""
+
+
+def test_track_modern_chooses_the_modern_sections(capsys, monkeypatch):
+    calls = []
+    monkeypatch.setattr(bench, "run_modern", lambda sections, impl, repeats, say: calls.append(sections) or [])
+    assert bench.main(["--track", "modern", "--repeats", "1"]) == 0
+    assert calls == [["suite", "train", "generate"]] and "(modern track)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--track", "modern", "--only", "attention"])
+    assert exit_.value.code == 2 and "--track modern" in capsys.readouterr().err
