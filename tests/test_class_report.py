@@ -14,11 +14,12 @@ import pytest
 from tests.tools_helpers import NO_CHROMIUM, assert_renders_in_chromium
 from tools.grade import report
 from tools.grade.record import Record
-from transformer_spec import registry
+from transformer_spec import registry, tracks
 
-def _record(student: str, status: str, share: float, mistakes: dict | None = None) -> Record:
+def _record(student: str, status: str, share: float, mistakes: dict | None = None,
+            components: tuple[str, ...] | None = None) -> Record:
     tests, comps = [], {}
-    for c in registry.names():
+    for c in components or tracks.component_names("classic"):
         tests.append({"name": f"[{c}] t.py::test_{c}", "tags": [c], "max_score": 10.0, "score": 10.0 * share})
         comps[c] = 10.0 * share
     total = sum(comps.values())
@@ -45,6 +46,20 @@ def test_the_page_holds_the_four_figures_the_mistakes_by_name_and_the_statuses_a
     not_ok = page.split("<h2>Not graded normally</h2>")[1]
     assert "<td>dee</td><td>timeout</td>" in not_ok and "<td>ada</td>" not in not_ok
     assert "<script src" not in page and "http" not in page.replace("http-equiv", ""), "the page needs nothing beside it"
+
+
+def test_a_modern_class_shows_its_own_components_and_mistakes():
+    """Records of a class graded with ``--track modern``: the modern components, in report order, and
+    the modern mistakes with their catalogue explanations."""
+    modern = tracks.component_names("modern")
+    records = {"eve": _record("eve", "ok", 1.0, components=modern),
+               "fay": _record("fay", "ok", 0.5, {"gqa": ["gqa_heads_paired_modulo"]}, components=modern)}
+    page = report.render(records)
+    assert len(re.findall(r'<img alt="[^"]+" src="data:image/png;base64,', page)) == 4
+    table = page.split("<h2>Components</h2>")[1].split("</table>")[0]
+    assert all(f"<td>{c}</td>" in table for c in modern) and "<td>mha</td>" not in table
+    explanation = next(p.explanation for p in registry.pitfalls() if p.name == "gqa_heads_paired_modulo")
+    assert "<code>gqa_heads_paired_modulo</code>" in page and explanation in page
 
 
 def test_an_empty_class_says_so():
