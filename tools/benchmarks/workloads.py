@@ -122,17 +122,25 @@ def bench_train(impl: Submission, repeats: int, vocab_size=65, d_model=128, num_
     sizes = dict(vocab_size=vocab_size, d_model=d_model, num_heads=num_heads, num_layers=num_layers,
                  d_ff=d_ff, max_len=seq_len, dropout=0.1)
     torch.manual_seed(0)
-    ours = impl.MiniGPT(**sizes)
-    theirs = TorchGPT(**sizes)
+    t, n_ours, note = _train_pair(impl.MiniGPT(**sizes), TorchGPT(**sizes), "MiniGPT", repeats, vocab_size, seq_len,
+                                  batch)
+    return Row(f"MiniGPT training step (B={batch}, L={seq_len}, {n_ours} params) vs nn.TransformerEncoderLayer",
+               *t, target=f"<= {TRAIN_LIMIT}x", limit=TRAIN_LIMIT, note=note)
+
+
+def _train_pair(ours: nn.Module, theirs: nn.Module, name: str, repeats: int, vocab_size: int, seq_len: int,
+                batch: int) -> tuple[tuple[float, float], int, str]:
+    """One AdamW step of ``ours`` (returns ``(logits, ...)``) and of its torch-native twin ``theirs``
+    (returns logits), timed side by side on the same seeded batch; ``ours``'s parameter count, and a
+    note when the counts differ."""
     n_ours, n_theirs = count_parameters(ours), count_parameters(theirs)
     gen = torch.Generator().manual_seed(0)
     data = torch.randint(0, vocab_size, (batch, seq_len + 1), generator=gen)
     tokens, targets = data[:, :-1], data[:, 1:]
     t = side_by_side(make_train_step(ours, tokens, targets, True),
                      make_train_step(theirs, tokens, targets, False), repeats)
-    note = "" if n_ours == n_theirs else f"parameter counts differ: MiniGPT {n_ours}, torch-native {n_theirs}"
-    return Row(f"MiniGPT training step (B={batch}, L={seq_len}, {n_ours} params) vs nn.TransformerEncoderLayer",
-               *t, target=f"<= {TRAIN_LIMIT}x", limit=TRAIN_LIMIT, note=note)
+    note = "" if n_ours == n_theirs else f"parameter counts differ: {name} {n_ours}, torch-native {n_theirs}"
+    return t, n_ours, note
 
 
 def bench_train_llama(impl: Submission, repeats: int, vocab_size=65, d_model=128, num_heads=4, num_kv_heads=2,
@@ -142,15 +150,8 @@ def bench_train_llama(impl: Submission, repeats: int, vocab_size=65, d_model=128
     sizes = dict(vocab_size=vocab_size, d_model=d_model, num_layers=num_layers, num_heads=num_heads,
                  num_kv_heads=num_kv_heads, max_len=seq_len)
     torch.manual_seed(0)
-    ours = impl.MiniLlama(**sizes)
-    theirs = TorchLlama(**sizes)
-    n_ours, n_theirs = count_parameters(ours), count_parameters(theirs)
-    gen = torch.Generator().manual_seed(0)
-    data = torch.randint(0, vocab_size, (batch, seq_len + 1), generator=gen)
-    tokens, targets = data[:, :-1], data[:, 1:]
-    t = side_by_side(make_train_step(ours, tokens, targets, True),
-                     make_train_step(theirs, tokens, targets, False), repeats)
-    note = "" if n_ours == n_theirs else f"parameter counts differ: MiniLlama {n_ours}, torch-native {n_theirs}"
+    t, n_ours, note = _train_pair(impl.MiniLlama(**sizes), TorchLlama(**sizes), "MiniLlama", repeats, vocab_size,
+                                  seq_len, batch)
     return Row(f"MiniLlama training step (B={batch}, L={seq_len}, {n_ours} params, {num_kv_heads} kv heads) "
                f"vs nn.RMSNorm + F.scaled_dot_product_attention",
                *t, target=f"<= {TRAIN_LIMIT_LLAMA}x", limit=TRAIN_LIMIT_LLAMA, note=note)
