@@ -51,6 +51,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from transformer_spec import tracks
 from transformer_spec.loader import Submission, SubmissionError
 
 from .benchmarks.class_grading import bench_class, bench_single
@@ -134,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads for the in-process rows (default 1, as the graded run uses); "
                         "the window-never-slides generate rows set 1 and 2 themselves")
-    p.add_argument("--track", choices=("classic", "modern"), default="classic",
+    p.add_argument("--track", choices=tracks.names(), default=tracks.DEFAULT,
                    help="classic (default: MiniGPT's rows) or modern: the modern track's graded run, MiniLlama's "
                         f"training step and cached generation (sections {','.join(MODERN_SECTIONS)})")
     p.add_argument("--profile", choices=PROFILE_TARGETS, default=None,
