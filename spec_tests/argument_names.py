@@ -29,3 +29,27 @@ def raises_naming_word(fn, name, what, valid=None):
     message = str(info.value)
     assert names_as_word(message, name), (
         f"{what}: the message {message!r} should name the argument `{name}` (as a word)")
+
+
+def misnamed(cases) -> list[str]:
+    """The cases whose error does not name one of their arguments by its exact identifier, as a word.
+
+    ``cases``: ``(id, call, names, valid)`` with ``call()`` the bad call and ``valid`` the
+    ``(description, call)`` of the same call with valid arguments (:func:`assert_accepts`)."""
+    wrong = []
+    for case, call, names, control in cases:
+        try:
+            assert_accepts(control, case, names)
+        except AssertionError as exc:
+            wrong.append(str(exc))
+            continue
+        try:
+            call()
+        except (ValueError, TypeError) as exc:
+            if not any(names_as_word(str(exc), n) for n in names):
+                wrong.append(f"{case}: {type(exc).__name__}({str(exc)!r}) does not name {' or '.join(names)}")
+        except Exception as exc:  # noqa: BLE001 - the wrong kind of error
+            wrong.append(f"{case}: expected ValueError/TypeError, got {type(exc).__name__}: {exc}")
+        else:
+            wrong.append(f"{case}: nothing was raised")
+    return wrong

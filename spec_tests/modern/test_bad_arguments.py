@@ -1,11 +1,15 @@
 """The modern track's bad arguments (``docs/contract.md``, "The modern track", Errors): each case must
 raise a ValueError or TypeError whose message names the argument, and the same call with valid
-arguments (its control) must not."""
+arguments (its control) must not. ``test_bad_argument_errors_name_the_argument_by_its_identifier`` then
+holds each component's messages to the argument's exact identifier, as a word (``num_kv_heads``, not
+``NUM_KV_HEADS`` or ``XXnum_kv_headsXX``; :mod:`spec_tests.argument_names`), as the classic track does."""
 
 import pytest
 import torch
 
 from transformer_spec.testing import assert_raises_naming
+
+from ..argument_names import misnamed
 
 
 def _x(*shape):
@@ -113,6 +117,12 @@ CASES = [
                       lambda i: _llama(i).generate([1], 2, generator=torch.Generator()))),
     ("generate_seed_outside_vocabulary", "llama_generate", lambda i: _llama(i).generate([11], 2),
      ("seed_tokens", "vocab"), ("generate([10], 2)", lambda i: _llama(i).generate([10], 2))),
+    ("generate_temperature_string", "llama_generate", lambda i: _llama(i).generate([1], 2, temperature="1.0"),
+     ("temperature",), ("generate([1], 2, temperature=1.0)", lambda i: _llama(i).generate([1], 2, temperature=1.0))),
+    ("gqa_x_wrong_features", "gqa", lambda i: _gqa(i).double()(_x(1, 3, 6)), ("x", "d_model"),
+     ("attn(x (1, 3, 8))", lambda i: _gqa(i).double()(_x(1, 3, 8)))),
+    ("rope_positions_bool", "rotary", lambda i: _rope(i)(_x(3, 4), torch.tensor([False, True, True])),
+     ("positions",), ("rope(x (3, 4), positions=[0, 1, 1])", lambda i: _rope(i)(_x(3, 4), torch.tensor([0, 1, 1])))),
 ]
 
 
@@ -123,3 +133,12 @@ CASES = [
 def test_bad_argument_raises_an_error_naming_it(impl, call, names, valid, request):
     case = request.node.callspec.id
     assert_raises_naming(lambda: call(impl), *names, what=case, valid=(valid[0], lambda: valid[1](impl)))
+
+
+@pytest.mark.parametrize("component", [pytest.param(c, marks=pytest.mark.component(c))
+                                       for c in dict.fromkeys(comp for _, comp, *_ in CASES)])
+def test_bad_argument_errors_name_the_argument_by_its_identifier(impl, component):
+    wrong = misnamed((case, lambda call=call: call(impl), names, (valid[0], lambda valid=valid: valid[1](impl)))
+                     for case, comp, call, names, valid in CASES if comp == component)
+    assert not wrong, (f"{component}: error messages must name the argument by its exact identifier, as a word:\n  "
+                       + "\n  ".join(wrong))

@@ -164,13 +164,25 @@ def test_minillama_parameter_count_and_tied_head(impl, tied):
 
 @pytest.mark.component("minillama")
 def test_minillama_default_d_ff_is_8_thirds_rounded_up_to_64(impl):
-    # d_model 48: 8 * 48 / 3 = 128 = 2 * 64; d_model 40: 106.7 -> 128; d_model 100: 266.7 -> 320
-    for d, ff in ((48, 128), (40, 128), (100, 320)):
-        model = impl.MiniLlama(10, d_model=d, num_layers=1, num_heads=2)
+    # d_model 48: 8 * 48 / 3 = 128 = 2 * 64; d_model 40: 106.7 -> 128; d_model 100: 266.7 -> 320;
+    # d_model 146: 389.3 -> 448 (just above 6 * 64)
+    for d, ff in ((48, 128), (40, 128), (100, 320), (146, 448)):
+        model = impl.MiniLlama(10, d_model=d, num_layers=1, num_heads=1)
         w1 = dict(model.named_parameters()).get("layers.0.ffn.w1.weight")
         got = None if w1 is None else tuple(w1.shape)
         assert got == (ff, d), f"MiniLlama(10, d_model={d}, d_ff=None): layers.0.ffn.w1 has shape {got}, " \
                                f"expected ({ff}, {d}): d_ff = 64 * ceil(8 * d_model / 3 / 64)"
+
+
+@pytest.mark.component("minillama")
+def test_minillama_passes_eps_and_theta_to_every_norm_and_rotation(impl):
+    p = minillama_parameters(17, 12, 2, 3, 20, seed=133, num_kv_heads=1)
+    tokens = torch.randint(0, 17, (2, 9), generator=torch.Generator().manual_seed(134))
+    model = set_parameters(impl.MiniLlama(17, d_model=12, num_layers=2, num_heads=3, num_kv_heads=1, d_ff=20, max_len=16,
+                                          theta=50.0, eps=0.5).double(), p)
+    assert_close(model(tokens)[0], formulas.minillama(tokens, p, 2, 3, 1, theta=50.0, eps=0.5), **formulas.ROPE_TOL,
+                 what="MiniLlama(17, d_model=12, 2 layers, theta=50, eps=0.5) logits vs its formula: every RMSNorm "
+                      "(ln1, ln2 of each layer, ln_final) with eps=0.5, every rotation with theta=50")
 
 
 @pytest.mark.component("minillama")
