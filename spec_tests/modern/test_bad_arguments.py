@@ -121,6 +121,8 @@ CASES = [
      ("temperature",), ("generate([1], 2, temperature=1.0)", lambda i: _llama(i).generate([1], 2, temperature=1.0))),
     ("gqa_x_wrong_features", "gqa", lambda i: _gqa(i).double()(_x(1, 3, 6)), ("x", "d_model"),
      ("attn(x (1, 3, 8))", lambda i: _gqa(i).double()(_x(1, 3, 8)))),
+    ("rope_positions_list", "rotary", lambda i: _rope(i)(_x(3, 4), [0, 1, 2]), ("positions",),
+     ("rope(x (3, 4), positions=tensor([0, 1, 2]))", lambda i: _rope(i)(_x(3, 4), torch.tensor([0, 1, 2])))),
     ("rope_positions_bool", "rotary", lambda i: _rope(i)(_x(3, 4), torch.tensor([False, True, True])),
      ("positions",), ("rope(x (3, 4), positions=[0, 1, 1])", lambda i: _rope(i)(_x(3, 4), torch.tensor([0, 1, 1])))),
 ]

@@ -58,19 +58,22 @@ def test_greedy_with_sharp_attention_is_the_argmax_of_the_models_own_logits(impl
 
 
 @pytest.mark.parametrize("num_layers", [1, 2])
-def test_greedy_with_a_large_eps_after_a_two_token_prompt_is_the_argmax_of_the_models_own_logits(impl, num_layers):
-    # eps = 0.5 is large beside the mean square of the activations: a KV-cached step that normalises with
-    # another eps, or a prompt of two tokens prefilled without the causal mask, changes a token.
+def test_greedy_with_a_large_eps_after_two_token_prompts_is_the_argmax_of_the_models_own_logits(impl, num_layers):
+    # eps = 0.5 is twice the mean square of these embeddings, and the attention is sharp (q, k times 4; v and
+    # the output projection times 3): a KV-cached step that normalises with another eps, or a two-token
+    # prompt prefilled without the causal mask, changes a token.
     s = SMALL
-    p = minillama_parameters(s["vocab_size"], s["d_model"], num_layers, s["num_heads"], s["d_ff"], 146,
+    p = minillama_parameters(s["vocab_size"], s["d_model"], num_layers, s["num_heads"], s["d_ff"], 149,
                              num_kv_heads=s["num_kv_heads"])
-    p = {k: v * (3 if "embed" in k else 4 if "q_proj" in k or "k_proj" in k else 1) for k, v in p.items()}
+    p = {k: v * (4 if "q_proj" in k or "k_proj" in k else 3 if "v_proj" in k or "output_proj" in k else 1)
+         for k, v in p.items()}
     model = impl.MiniLlama(s["vocab_size"], d_model=s["d_model"], num_layers=num_layers, num_heads=s["num_heads"],
                            num_kv_heads=s["num_kv_heads"], d_ff=s["d_ff"], max_len=MAX_LEN, eps=0.5)
     model = set_parameters(model.double(), p).eval()
-    out = model.generate([4, 2], 10, temperature=0)
-    _check_each_step(model, [4, 2], out, f"generate([4, 2], 10, temperature=0) of a {num_layers}-layer model with "
-                                         f"eps=0.5", _argmax)
+    for prompt in ([4, 2], [1, 7]):
+        out = model.generate(list(prompt), 10, temperature=0)
+        _check_each_step(model, list(prompt), out, f"generate({prompt}, 10, temperature=0) of a {num_layers}-layer "
+                                                   f"model with eps=0.5", _argmax)
 
 
 def test_top_k_1_and_a_tiny_temperature_are_greedy(impl):
