@@ -86,3 +86,16 @@ def test_each_tracks_independent_implementation_defines_its_contract(track):
     impl = load(str(layout.ROOT / tracks.get(track).independent))
     missing = [n.name for n in contract.of_track(track) if not impl.has(n.name)]
     assert not missing, f"the {track} track's independent implementation lacks {missing}"
+
+
+def test_modules_restrict_the_mutants_and_the_equivalents_scored(tmp_path, capsys):
+    equivalents = {"reference.masks.x_causal_mask__mutmut_11": "a", "reference.gqa.xǁGroupedQueryAttentionǁforward__mutmut_1": "b"}
+    assert ms.only_modules(equivalents, ["gqa"]) == {"reference.gqa.xǁGroupedQueryAttentionǁforward__mutmut_1": "b"}
+    assert ms.only_modules(equivalents, None) == equivalents
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "reference" / "gqa.py").write_text("")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.mutmut]\nsource_paths = ["reference/"]\n')
+    ms.set_only_mutate(tmp_path, ["gqa"])
+    assert 'only_mutate = ["reference/gqa.py"]\nsource_paths' in (tmp_path / "pyproject.toml").read_text()
+    with pytest.raises(ms.ScoreError, match="--modules rope: no reference/rope.py"):
+        ms.set_only_mutate(tmp_path, ["rope"])
