@@ -10,6 +10,8 @@ import torch
 from transformer_spec import contract
 from transformer_spec.assertions import assert_close
 
+from .seed_tokens import SEED_DTYPES, assert_tensor_seed_is_the_list_seed
+
 B, L, LK, D, H, FF, VOCAB = 2, 5, 7, 8, 2, 16, 11
 
 
@@ -138,6 +140,14 @@ def test_generate_returns_seed_plus_new_ids(impl):
     assert len(out) == 7, f"generate([1, 2, 3], max_new_tokens=4) must return 3 + 4 = 7 ids, got {len(out)}: {out}"
     assert out[:3] == [1, 2, 3], f"generate must start with the seed tokens [1, 2, 3], got {out[:3]}"
     assert all(isinstance(t, int) and 0 <= t < VOCAB for t in out), f"every id must be an int in [0, {VOCAB}), got {out}"
+
+
+@pytest.mark.component("generate")
+@pytest.mark.parametrize("seed_dtype", SEED_DTYPES.values(), ids=SEED_DTYPES.keys())
+def test_generate_takes_a_one_dimensional_integer_tensor_seed(impl, seed_dtype):
+    torch.manual_seed(0)
+    model = impl.MiniGPT(VOCAB, d_model=D, num_heads=H, num_layers=1, d_ff=FF, max_len=16, dropout=0.0)
+    assert_tensor_seed_is_the_list_seed(model, seed_dtype, "MiniGPT")
 
 
 @pytest.mark.component("seq2seq")

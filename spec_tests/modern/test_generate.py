@@ -9,6 +9,8 @@ import torch
 from transformer_spec.llama_shapes import SMALL, minillama_parameters, small_minillama
 from transformer_spec.testing import set_parameters
 
+from ..seed_tokens import SEED_DTYPES, assert_tensor_seed_is_the_list_seed
+
 pytestmark = pytest.mark.component("llama_generate")
 
 VOCAB, MAX_LEN = SMALL["vocab_size"], SMALL["max_len"]
@@ -45,6 +47,11 @@ def test_greedy_tokens_are_the_argmax_of_the_models_own_logits(impl, seed_tokens
     assert len(out) == len(seed_tokens) + 10, f"generate(seed of {len(seed_tokens)}, 10) returned {len(out)} tokens"
     _check_each_step(model, list(seed_tokens), out, f"generate({seed_tokens}, 10, temperature=0), max_len {MAX_LEN}",
                      _argmax)
+
+
+@pytest.mark.parametrize("seed_dtype", SEED_DTYPES.values(), ids=SEED_DTYPES.keys())
+def test_generate_takes_a_one_dimensional_integer_tensor_seed(impl, seed_dtype):
+    assert_tensor_seed_is_the_list_seed(_model(impl), seed_dtype, "MiniLlama")
 
 
 @pytest.mark.parametrize("seed", [144, 148, 149])
