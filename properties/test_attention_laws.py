@@ -21,6 +21,7 @@ from .strategies import attention_inputs, budget, law_tolerance, tensors, values
 
 @pytest.mark.component("attention")
 @given(inputs=attention_inputs(limit=2.0), data=st.data())
+@pytest.mark.needs('weights')
 def test_attention_weights_invariant_to_shifting_every_key(impl, inputs, data):
     """Adding the same vector c to every key adds q.c to a whole row of scores: softmax does
     not change. (float32: scores up to ~30 lose ~1e-5 to rounding, so weights compare at 1e-4.)"""
@@ -36,6 +37,7 @@ def test_attention_weights_invariant_to_shifting_every_key(impl, inputs, data):
 
 @pytest.mark.component("attention")
 @given(inputs=attention_inputs(), s=values(2.0))
+@pytest.mark.needs('scale')
 def test_attention_scale_argument_multiplies_the_scores(impl, inputs, s):
     """``scale=s`` equals scaling the queries by s with ``scale=1.0``; ``scale=None`` equals
     ``scale=1/sqrt(d_k)``."""
@@ -54,6 +56,7 @@ def test_attention_scale_argument_multiplies_the_scores(impl, inputs, s):
 
 @pytest.mark.component("attention")
 @given(inputs=attention_inputs())
+@pytest.mark.needs('weights')
 def test_attention_output_is_a_convex_combination_of_values(impl, inputs):
     """Each output row is a weighted mean of the allowed value rows: ``output = weights @ v``,
     so every coordinate lies between the smallest and largest allowed value."""
@@ -81,6 +84,7 @@ def test_attention_output_is_a_convex_combination_of_values(impl, inputs):
 
 @pytest.mark.component("attention")
 @given(inputs=attention_inputs())
+@pytest.mark.needs('weights')
 def test_attention_equal_keys_give_uniform_weights(impl, inputs):
     """All keys equal: every allowed key gets 1 / (number of allowed keys)."""
     q, v, mask = inputs.q, inputs.v, inputs.mask
@@ -94,6 +98,7 @@ def test_attention_equal_keys_give_uniform_weights(impl, inputs):
 
 @pytest.mark.component("attention")
 @given(inputs=attention_inputs(min_batch_dims=1))
+@pytest.mark.needs('weights')
 def test_attention_batch_items_are_independent(impl, inputs):
     """Leading dimensions are a batch: each item computed alone gives the same result."""
     q, k, v, mask = inputs.q, inputs.k, inputs.v, inputs.mask
@@ -108,6 +113,7 @@ def test_attention_batch_items_are_independent(impl, inputs):
 
 @pytest.mark.component("attention")
 @given(inputs=attention_inputs(with_mask=True))
+@pytest.mark.needs('weights')
 def test_attention_broadcast_mask_equals_expanded_mask(impl, inputs):
     """A mask of shape (Lq, Lk) or (1, Lk) acts like its copy expanded to (..., Lq, Lk)."""
     q, k, v, mask = inputs.q, inputs.k, inputs.v, inputs.mask
@@ -122,6 +128,7 @@ def test_attention_broadcast_mask_equals_expanded_mask(impl, inputs):
 @pytest.mark.component("attention")
 @budget(0.5)
 @given(inputs=attention_inputs(dtype=torch.float64, max_len=3, max_dim=3))
+@pytest.mark.needs('weights')
 def test_attention_gradients_match_finite_differences(impl, inputs):
     """torch.autograd.gradcheck in float64 on q, k and v (also with masks and fully blocked rows)."""
     q, k, v = (t.clone().requires_grad_(True) for t in (inputs.q, inputs.k, inputs.v))
@@ -138,6 +145,7 @@ def test_attention_gradients_match_finite_differences(impl, inputs):
 
 @pytest.mark.component("attention")
 @given(inputs=attention_inputs())
+@pytest.mark.needs('weights')
 def test_attention_preserves_dtype_and_device(impl, inputs):
     q = inputs.q
     out, w = impl.scaled_dot_product_attention(q, inputs.k, inputs.v, inputs.mask)

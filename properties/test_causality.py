@@ -15,6 +15,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from transformer_spec import profiles
 from transformer_spec.assertions import assert_close
 
 from .draws import x_and_memory
@@ -89,8 +90,9 @@ def test_attention_causal_outputs_unaffected_by_future(impl, inputs, data):
     tol = law_tolerance(q.dtype)
     assert_close(out2[..., : t + 1, :], out[..., : t + 1, :],
                  what=f"causal attention output at positions <= {t} after changing q, k, v at positions > {t}", **tol)
-    assert_close(w2[..., : t + 1, :], w[..., : t + 1, :],
-                 what=f"causal attention weights of queries <= {t} after changing positions > {t}", **tol)
+    if profiles.expresses("weights"):
+        assert_close(w2[..., : t + 1, :], w[..., : t + 1, :],
+                     what=f"causal attention weights of queries <= {t} after changing positions > {t}", **tol)
 
 
 @pytest.mark.component("mha")

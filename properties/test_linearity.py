@@ -41,6 +41,7 @@ def test_attention_is_linear_in_values(impl, inputs, a, b, data):
 
 @pytest.mark.component("attention")
 @given(inputs=attention_inputs(), d_v2=st.integers(1, 4), data=st.data())
+@pytest.mark.needs('weights')
 def test_attention_weights_do_not_depend_on_values(impl, inputs, d_v2, data):
     """Other values, even of another width d_v, give the same weights."""
     q, k, v1, mask = inputs.q, inputs.k, inputs.v, inputs.mask

@@ -78,6 +78,7 @@ def test_feedforward_is_permutation_equivariant(impl, config, data):
 
 @pytest.mark.component("attention")
 @given(inputs=attention_inputs(), data=st.data())
+@pytest.mark.needs('weights')
 def test_attention_is_invariant_to_permuting_keys_and_values_together(impl, inputs, data):
     """Attention is a weighted sum over the key/value pairs: their order does not matter (the
     mask's key axis is permuted with them)."""

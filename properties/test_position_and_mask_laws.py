@@ -81,6 +81,7 @@ def test_position_encoding_adds_one_fixed_vector_per_position(impl, kind, config
 
 @pytest.mark.component("masks")
 @given(n=st.integers(1, 12))
+@pytest.mark.needs('causal_mask')
 def test_causal_mask_blocks_exactly_the_future(impl, n):
     i = torch.arange(n)
     assert_equal(impl.causal_mask(n), i[None, :] > i[:, None],
@@ -98,6 +99,7 @@ def test_padding_mask_blocks_exactly_the_padded_keys(impl, pad_id, data):
 
 @pytest.mark.component("masks")
 @given(n=st.integers(1, 6), dtype=dtypes(), data=st.data())
+@pytest.mark.needs('weights')
 def test_causal_mask_makes_attention_causal(impl, n, dtype, data):
     """The submission's own causal_mask, used with its attention, hides the future."""
     q, k, v = (data.draw(tensors((n, 2), dtype), label=name) for name in ("q", "k", "v"))

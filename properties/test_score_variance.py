@@ -78,6 +78,7 @@ d_ks = st.integers(1, 256)
 @pytest.mark.component("attention")
 @budget(0.25)
 @given(d_k=d_ks, seed=seeds())
+@pytest.mark.needs('weights')
 def test_attention_scaled_scores_have_unit_variance(impl, d_k, seed):
     var = median_of_means_variance(impl, d_k, seed, scale=None)
     assert abs(var - 1) < EPS, (
@@ -90,6 +91,7 @@ def test_attention_scaled_scores_have_unit_variance(impl, d_k, seed):
 @pytest.mark.component("attention")
 @budget(0.25)
 @given(d_k=d_ks, seed=seeds())
+@pytest.mark.needs('scale')
 def test_attention_unscaled_scores_have_variance_d_k(impl, d_k, seed):
     var = median_of_means_variance(impl, d_k, seed, scale=1.0)
     assert abs(var / d_k - 1) < EPS, (

@@ -40,6 +40,7 @@ from .strategies import (
 
 @pytest.mark.component("attention")
 @given(inputs=attention_inputs())
+@pytest.mark.needs('weights')
 def test_attention_rows_sum_to_one(impl, inputs):
     """softmax(q k^T / sqrt(d_k)) over the keys: rows in [0, 1] summing to 1, blocked entries 0."""
     out, weights = impl.scaled_dot_product_attention(inputs.q, inputs.k, inputs.v, inputs.mask)
@@ -52,6 +53,7 @@ def test_attention_rows_sum_to_one(impl, inputs):
 
 @pytest.mark.component("attention")
 @given(inputs=attention_inputs(limit=1.0), magnitude=st.sampled_from([1e4, 1e3, 3e4]))
+@pytest.mark.needs('weights')
 def test_attention_rows_sum_to_one_for_scores_of_1e4(impl, inputs, magnitude):
     """Scores up to +-1e4 (q scaled up): still finite weights summing to 1, equal to a stable
     float64 softmax computed here (subtracting the row maximum)."""
@@ -93,6 +95,7 @@ def _lowered(q, k, depth):
 
 @pytest.mark.component("attention")
 @given(inputs=attention_inputs(with_mask=True, min_keys=2), depth=st.sampled_from(DEPTHS))
+@pytest.mark.needs('weights')
 def test_blocked_keys_get_zero_weight_however_low_the_allowed_scores(impl, inputs, depth):
     """Every score lowered by ``depth`` (up to 1e30): blocked entries still exactly 0 and the
     allowed keys still get the weight. Query row 0 always has key 0 allowed and the last key
@@ -203,6 +206,7 @@ def test_minigpt_attention_maps_rows_sum_to_one(impl, config, layers, vocab, dat
 
 @pytest.mark.component("attention")
 @given(inputs=attention_inputs(with_mask=True), fill=values())
+@pytest.mark.needs('weights')
 def test_attention_fully_blocked_rows_give_zero_weights_and_outputs(impl, inputs, fill):
     """A query whose keys are all blocked: zero weights, zero output and finite (zero) gradients."""
     q, k, v = (t.clone().requires_grad_(True) for t in (inputs.q, inputs.k, inputs.v))

@@ -48,6 +48,7 @@ DEFAULTS = [
 
 @pytest.mark.parametrize(("name", "defaults"), [
     pytest.param(n, d, id=n, marks=pytest.mark.component(c)) for c, n, d in DEFAULTS])
+@pytest.mark.needs('parameters')
 def test_contract_defaults(impl, name, defaults):
     obj = impl
     for part in name.split("."):

@@ -37,6 +37,7 @@ def randn(*shape, dtype=torch.float64, seed=0, requires_grad=False):
 
 # ---------------------------------------------------------------- True = blocked
 @pytest.mark.component("attention")
+@pytest.mark.needs('weights')
 def test_mask_true_means_blocked(impl, dtype):
     """A blocked key gets weight exactly 0 and its value cannot reach the output."""
     q, k, v = randn(2, 4, 3, dtype=dtype, seed=1), randn(2, 5, 3, dtype=dtype, seed=2), randn(2, 5, 2, dtype=dtype, seed=3)
@@ -77,6 +78,7 @@ def test_padding_mask_is_true_at_pad_tokens(impl):
 
 # ---------------------------------------------------------------- fully blocked rows
 @pytest.mark.component("attention")
+@pytest.mark.needs('weights')
 def test_fully_blocked_row_gives_zero_weights_output_and_gradients(impl, dtype):
     q = randn(3, 4, dtype=dtype, seed=11, requires_grad=True)
     k = randn(5, 4, dtype=dtype, seed=12, requires_grad=True)
@@ -113,6 +115,7 @@ def test_multihead_fully_blocked_row_gives_zero_output(impl, dtype):
 
 # ---------------------------------------------------------------- dtype and device
 @pytest.mark.component("attention")
+@pytest.mark.needs('weights')
 def test_float64_is_computed_in_float64(impl):
     """Scores 0 and 1e-9 give weights 1/2 -+ 2.5e-10: lost if anything is rounded through float32."""
     q = torch.tensor([[1.0]], dtype=torch.float64)
@@ -140,6 +143,7 @@ def test_masks_follow_the_device(impl):
 
 
 @pytest.mark.component("masks")
+@pytest.mark.needs('causal_mask')
 def test_causal_mask_is_built_on_the_requested_device(impl):
     """torch's ``meta`` device (shapes without data) exists in every build, GPU or not, so it shows
     whether ``device=`` reaches the tensor even on a CPU-only machine."""

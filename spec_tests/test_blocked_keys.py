@@ -16,6 +16,7 @@ from transformer_spec.assertions import assert_close
 
 @pytest.mark.component("attention")
 @pytest.mark.parametrize("allowed_score", [-2e4, -1e12], ids=["score_-2e4", "score_-1e12"])
+@pytest.mark.needs('weights')
 def test_blocked_key_gets_zero_weight_when_the_allowed_score_is_very_low(impl, dtype, allowed_score):
     q = torch.tensor([[1.0]], dtype=dtype)
     k = torch.tensor([[allowed_score], [0.0]], dtype=dtype)  # scores (d_k = 1): allowed_score, 0

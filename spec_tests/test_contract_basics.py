@@ -21,6 +21,7 @@ def _component_params(names):
 
 
 @pytest.mark.parametrize("name", _component_params(contract.names()))
+@pytest.mark.needs('names')
 def test_contract_name_is_defined(impl, name):
     obj = impl.get(name)
     assert callable(obj), f"`{name}` should be callable (a function or a class), got {type(obj).__name__}"
@@ -41,6 +42,7 @@ def _check(t, shape, dtype, what):
 
 
 @pytest.mark.component("attention")
+@pytest.mark.needs('weights')
 def test_attention_output_shapes_and_dtype(impl, dtype):
     q, k, v = _x(B, H, L, 4, dtype=dtype), _x(B, H, LK, 4, dtype=dtype, seed=1), _x(B, H, LK, 3, dtype=dtype, seed=2)
     out, weights = impl.scaled_dot_product_attention(q, k, v)

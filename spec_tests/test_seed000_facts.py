@@ -15,6 +15,7 @@ from transformer_spec.assertions import assert_close, assert_equal
 
 
 @pytest.mark.component("masks")
+@pytest.mark.needs('causal_mask')
 def test_causal_mask_4_as_printed_in_7_1(impl):
     printed = [
         [False, True, True, True],  # position 0 only sees itself
@@ -27,6 +28,7 @@ def test_causal_mask_4_as_printed_in_7_1(impl):
 
 
 @pytest.mark.component("masks")
+@pytest.mark.needs('causal_mask')
 def test_causal_mask_1_and_device_argument(impl):
     assert_equal(impl.causal_mask(1, device=torch.device("cpu")), torch.tensor([[False]]),
                  what="causal_mask(1, device='cpu')", seed="seed 000 section 7.1")
@@ -193,6 +195,7 @@ def _experiment(impl, d_k, scale):
 
 
 @pytest.mark.component("attention")
+@pytest.mark.needs('scale')
 def test_sqrt_dk_experiment_of_step_8(impl):
     """Without scaling the softmax saturates as d_k grows; with 1/sqrt(d_k) it does not.
 

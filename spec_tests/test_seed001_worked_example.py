@@ -138,6 +138,7 @@ def _attend(impl, dtype, mask=None, scale=1.0, values=VALUES):
     return impl.scaled_dot_product_attention(q, k, v, mask=m, scale=scale)
 
 
+@pytest.mark.needs('scale')
 def test_unscaled_logits_9_4(impl, dtype):
     """scale=1.0 gives softmax(queries @ keys.T): log(w_ij) - log(w_i0) = logit_ij - logit_i0."""
     _, weights = _attend(impl, dtype, scale=1.0)
@@ -150,17 +151,20 @@ def test_unscaled_logits_9_4(impl, dtype):
                       "queries @ keys.T)", seed=SEED_9 + ".4")
 
 
+@pytest.mark.needs('scale')
 def test_softmax_weights_9_5(impl, dtype):
     _, weights = _attend(impl, dtype, scale=1.0)
     assert_close(weights, t(WEIGHTS, dtype), what="attn_weights = softmax(queries @ keys.T, dim=-1)",
                  seed=SEED_9 + ".5")
 
 
+@pytest.mark.needs('scale')
 def test_output_9_6(impl, dtype):
     out, _ = _attend(impl, dtype, scale=1.0)
     assert_close(out, t(OUTPUT, dtype), what="output = attn_weights @ values", seed=SEED_9 + ".6")
 
 
+@pytest.mark.needs('weights')
 def test_weighted_values_9_6(impl, dtype):
     """Section 9.6's decomposition with attn_weights_simple.
 
@@ -213,6 +217,7 @@ def test_worked_example_through_one_head_self_attention(impl, dtype):
                  seed=SEED_9 + ".6")
 
 
+@pytest.mark.needs('weights')
 def test_exercise_11_1_scaled_by_sqrt_dk(impl, dtype):
     """scale=None divides by sqrt(d_k) with d_k = keys.size(-1) = 3."""
     out, weights = _attend(impl, dtype, scale=None)
@@ -221,6 +226,7 @@ def test_exercise_11_1_scaled_by_sqrt_dk(impl, dtype):
     assert_close(out, t(SCALED_OUTPUT, dtype), what="scaled output", seed="seed 001 section 11, exercise 1")
 
 
+@pytest.mark.needs('scale')
 def test_exercise_11_2_causal_mask(impl, dtype):
     """Blocking the future: the first row collapses onto token 1, the last row is unchanged."""
     out, weights = _attend(impl, dtype, mask=CAUSAL_MASK_3, scale=1.0)
@@ -233,6 +239,7 @@ def test_exercise_11_2_causal_mask(impl, dtype):
     assert_close(out[2], t(OUTPUT[2], dtype), what="last row (sees every token) is unchanged", seed=where)
 
 
+@pytest.mark.needs('scale')
 def test_exercise_11_2_mask_matches_minus_1e9(impl, dtype):
     """True = blocked gives what the seed's -1e9 in the logits gives (here: scores shifted so the
     blocked logits are -1e9 exactly, through the submission with no mask at all)."""
@@ -251,6 +258,7 @@ def test_exercise_11_2_mask_matches_minus_1e9(impl, dtype):
     assert_close(masked_out, torch.stack(rows_out), what="output with mask vs with -1e9 logits", seed=where)
 
 
+@pytest.mark.needs('scale')
 def test_exercise_11_3_doubling_values_doubles_output(impl, dtype):
     where = "seed 001 section 11, exercise 3"
     doubled = [[2 * c for c in row] for row in VALUES]

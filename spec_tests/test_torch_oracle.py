@@ -61,6 +61,7 @@ SDPA_MASKS = {
 @pytest.mark.component("attention")
 @pytest.mark.parametrize("mask_kind", list(SDPA_MASKS))
 @pytest.mark.parametrize("scale", [None, 0.3], ids=["scale_none", "scale_0.3"])
+@pytest.mark.needs('scale', 'weights')
 def test_sdpa_matches_torch(impl, dtype, mask_kind, scale):
     q, k, v = randn(B, H, LQ, 4, dtype=dtype, seed=1), randn(B, H, LK, 4, dtype=dtype, seed=2), \
         randn(B, H, LK, 6, dtype=dtype, seed=3)

@@ -352,13 +352,17 @@ def _defines_none(module: ModuleType) -> bool:
     return not any(hasattr(module, name) for name in contract.top_level())
 
 
-def load(target: str | None = None, *, require_contract: bool = False) -> Submission:
+def load(target: str | None = None, *, require_contract: bool = False, profile=None) -> Submission:
     """Import ``target`` (see :func:`resolve_target`) and wrap it; never raises.
 
     ``require_contract``: a module that defines none of the contract's names (an empty file, the
     wrong file) is an error too (the graded run's choice: nothing in it can earn a point).
+    ``profile`` (a :class:`transformer_spec.profiles.Profile` with an adapter file): ``target`` is a
+    course's repository, reached through that file (:func:`_load_through`).
     """
     target = resolve_target(target)
+    if profile is not None and profile.adapter is not None:
+        return _load_through(profile, target)
     try:
         module = _import(target)
     except BaseException as exc:  # noqa: BLE001 - whatever a submission raises is reported, not propagated
@@ -374,3 +378,23 @@ def load(target: str | None = None, *, require_contract: bool = False) -> Submis
             "point --impl at the file or package folder that defines them (docs/contract.md lists every name); "
             "a package folder must import them in its __init__.py")
     return Submission(target, module, None)
+
+
+def _load_through(profile, target: str) -> Submission:
+    """A course's repository: its adapter file (``profile.adapter``) imported with the repository's
+    folder on ``sys.path`` (where its own tests find its package), then mapped onto the contract's
+    names by ``profile.build``."""
+    root = Path(target).expanduser().resolve()
+    adapter = root / profile.adapter
+    if not adapter.is_file():
+        return Submission(target, None,
+                          f"the {profile.name} profile grades a repository holding {profile.adapter}; {target} has none",
+                          f"point --impl at the repository's folder (the one that holds {profile.adapter})")
+    if str(root) not in sys.path:
+        sys.path.append(str(root))
+    try:
+        api = _import_from_path(str(adapter))
+    except BaseException as exc:  # noqa: BLE001 - reported, as for any submission
+        return Submission(target, None, describe_import_failure(str(adapter), exc), how_to_fix(str(adapter), exc),
+                          kind_of_import_failure(exc))
+    return Submission(target, profile.build(api), None)

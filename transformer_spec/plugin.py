@@ -6,6 +6,9 @@ Loaded by the repository's root ``conftest.py``. Options:
   folder); default ``$TRANSFORMER_IMPL`` or ``reference``.
 * ``--torch-threads N``: torch's intra-op threads for the run (default 1: the suite's tensors
   are small, and one thread is faster for them and identical between machines).
+* ``--profile NAME``: the course API the submission is written against (:mod:`.profiles`; default
+  ``$TRANSFORMER_SPEC_PROFILE`` or ``contract``, the contract's own names). A profile implies its
+  track; tests that need what it cannot express are left out (``needs`` marker).
 
 Fixtures: ``impl`` (the :class:`~transformer_spec.loader.Submission` under test). Every test
 reaches the submission through it; the grading plugin and the diagnosis reach it, its files
@@ -18,15 +21,16 @@ from pathlib import Path
 
 import pytest
 
-from . import files, forbidden, loader, tracks
+from . import files, forbidden, loader, profiles, tracks
 
 
 class UnderTest:
     """The implementation under test of one run: its target, the submission (imported once, on
     first use), the files that hold its code, and the forbidden-API guard watching it."""
 
-    def __init__(self, target: str):
+    def __init__(self, target: str, profile: profiles.Profile | None = None):
         self.target = target
+        self.profile = profile
         self.guard: forbidden.Guard | None = None
         #: what the guard put in place, as installed (kept here, not on the guard the submission can reach)
         self.seal: forbidden.Seal | None = None
@@ -37,7 +41,7 @@ class UnderTest:
     def submission(self) -> loader.Submission:
         """The submission, imported on first use (never raises: see :func:`loader.load`)."""
         if self._submission is None:
-            self._submission = loader.load(self.target, require_contract=True)
+            self._submission = loader.load(self.target, require_contract=True, profile=self.profile)
             if self.guard is not None and self.seal is not None:  # removed by the import: put back
                 self.seal = self.guard.restore(self.seal)
         return self._submission
@@ -67,7 +71,7 @@ _UNDER_TEST = pytest.StashKey[UnderTest]()
 def under_test(config: pytest.Config) -> UnderTest:
     """The implementation under test of this run (one object, created on first use)."""
     if _UNDER_TEST not in config.stash:
-        config.stash[_UNDER_TEST] = UnderTest(loader.resolve_target(config.getoption("--impl")))
+        config.stash[_UNDER_TEST] = UnderTest(loader.resolve_target(config.getoption("--impl")), profile(config))
     return config.stash[_UNDER_TEST]
 
 
@@ -84,6 +88,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              f"'{tracks.DEFAULT}'); '{tracks.ALL}' runs every track's tests and grades none (the project's own runs)",
     )
     group.addoption(
+        "--profile", action="store", default=None, metavar="NAME",
+        help=f"the course API the submission is written against: {', '.join(profiles.names())} (default: "
+             f"${profiles.ENV_VAR} or '{profiles.DEFAULT}', the contract's own names); a profile implies its track",
+    )
+    group.addoption(
         "--torch-threads", action="store", type=int, default=1, metavar="N",
         help="torch.set_num_threads(N) for the run (default 1)",
     )
@@ -92,11 +101,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 _TRACK = pytest.StashKey[str]()
 
 
+_PROFILE = pytest.StashKey[profiles.Profile]()
+
+
+def profile(config: pytest.Config) -> profiles.Profile:
+    """The profile of this run, resolved once (``--profile``, else ``$TRANSFORMER_SPEC_PROFILE``, else
+    the contract's own names)."""
+    if _PROFILE not in config.stash:
+        try:
+            config.stash[_PROFILE] = profiles.get(config.getoption("--profile", default=None))
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        profiles.use(config.stash[_PROFILE])
+    return config.stash[_PROFILE]
+
+
 def track(config: pytest.Config) -> str:
-    """The track of this run, resolved once (``--track``, else ``$TRANSFORMER_SPEC_TRACK``, else
-    classic) and made the process's own until the run ends (:func:`tracks.use`)."""
+    """The track of this run, resolved once (``--track``, else the profile's track, else
+    ``$TRANSFORMER_SPEC_TRACK``, else classic) and made the process's own until the run ends
+    (:func:`tracks.use`)."""
     if _TRACK not in config.stash:
-        chosen = config.getoption("--track")
+        chosen, implied = config.getoption("--track"), profile(config).track
+        if implied and chosen not in (None, implied):
+            raise pytest.UsageError(f"--profile {profile(config).name} grades the {implied} track; "
+                                    f"leave out --track {chosen} (or give --track {implied})")
+        chosen = chosen or implied or None
         try:
             tracks.use(chosen if chosen is not None else tracks.from_environment())  # not an outer run's
         except ValueError as exc:
@@ -109,6 +138,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "component(name): the contract component a test grades")
     config.addinivalue_line("markers", "track(*names): the tracks a test runs in, narrower than its component's "
                                        "(transformer_spec/tracks.py)")
+    config.addinivalue_line("markers", "needs(*capabilities): what of the contract's API the test uses that a "
+                                       "course profile may lack (transformer_spec/profiles/__init__.py)")
     track(config)
     import torch
 
@@ -120,10 +151,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Give the process back its track (a run inside another, ``pytest.main`` in a test, must not
-    change the outer run's)."""
+    """Give the process back its track and profile (a run inside another, ``pytest.main`` in a test,
+    must not change the outer run's)."""
     if _TRACK in config.stash:
         tracks.done()
+    if _PROFILE in config.stash:
+        profiles.done()
 
 
 def notebook_notes(config: pytest.Config) -> list[str]:
@@ -154,9 +187,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     a modern test (and the other way round)."""
     chosen = track(config)
     keep = [i for i in items if tracks.keeps(chosen, _component(i), _narrowed(i))]
+    left_out: dict[str, int] = {}
+    for item in keep:
+        profiles.check_capabilities(_needs(item), item.nodeid)
+    if profile(config).lacks:
+        applicable = []
+        for item in keep:
+            lacked = profile(config).applies_to(_needs(item))
+            for capability in lacked:
+                left_out[capability] = left_out.get(capability, 0) + 1
+            if not lacked:
+                applicable.append(item)
+        config.stash[_NOT_APPLICABLE] = (len(keep) - len(applicable), left_out)
+        keep = applicable
     if len(keep) != len(items):
         items[:] = keep
     yield
+
+
+_NOT_APPLICABLE = pytest.StashKey[tuple[int, dict[str, int]]]()
+
+
+def not_applicable(config: pytest.Config) -> str | None:
+    """One line: how many tests the profile left out, and for what (None: none were)."""
+    count, by_capability = config.stash.get(_NOT_APPLICABLE, (0, {}))
+    if not count:
+        return None
+    why = "; ".join(f"{n} need {c}" for c, n in sorted(by_capability.items(), key=lambda kv: -kv[1]))
+    return (f"{count} test(s) not applicable under profile {profile(config).name} (no points either way): "
+            f"its API cannot express what they check ({why})")
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    line = not_applicable(config)
+    if line:
+        terminalreporter.write_line(line)
+
+
+def _needs(item: pytest.Item) -> tuple[str, ...]:
+    return tuple(n for m in item.iter_markers("needs") for n in m.args)
 
 
 def _component(item: pytest.Item) -> str | None:

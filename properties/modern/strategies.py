@@ -23,9 +23,10 @@ from transformer_spec.llama_shapes import (
     minillama_parameters,
     rmsnorm_shapes,
 )
+from transformer_spec import profiles
 from transformer_spec.testing import seeded_parameters, set_parameters
 
-from ..strategies import law_tolerance, seeds, tensors
+from ..strategies import causal, law_tolerance, seeds, tensors
 
 #: ``max_len`` of the rotary tables in the laws: every drawn position lies below it
 MAX_LEN = 16
@@ -66,6 +67,8 @@ def llama_configs(draw, *, kv: str = "any", max_heads: int = 4, max_head_dim: in
     kv heads; ``max_heads`` does not apply)."""
     heads = draw(st.sampled_from([4, 6]) if kv == "grouped" else st.integers(1, max_heads))
     head_dim = 2 * draw(st.integers(1, max_head_dim // 2))
+    if kv == "any" and profiles.lacks("gqa"):
+        kv = "mha"  # the profile's attention has as many key/value heads as query heads
     choices = {"any": _divisors(heads), "mha": [heads], "mqa": [1], "grouped": _divisors(heads)[1:-1]}[kv]
     kv_heads = draw(st.sampled_from(choices))
     d_ff = draw(st.integers(1, max_ff))
@@ -94,6 +97,12 @@ def positions(draw, shape: tuple[int, ...], max_len: int = MAX_LEN) -> torch.Ten
         n *= s
     flat = draw(st.lists(st.integers(0, max_len - 1), min_size=n, max_size=n))
     return torch.tensor(flat, dtype=torch.long).reshape(shape)
+
+
+def causal_or_none(L: int):
+    """The causal mask or no mask, or only the causal mask under a profile whose attention is always
+    causal (:mod:`transformer_spec.profiles`)."""
+    return st.just(causal(L)) if profiles.lacks("non_causal") else st.none() | st.just(causal(L))
 
 
 def new_future(data, x: torch.Tensor, t: int) -> torch.Tensor:

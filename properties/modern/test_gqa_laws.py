@@ -20,6 +20,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from transformer_spec import profiles
 from transformer_spec.assertions import assert_close
 
 from ..strategies import bool_tensors, causal, law_tolerance, permutations_of, sequences
@@ -27,6 +28,7 @@ from .strategies import (
     MAX_LEN,
     LlamaConfig,
     accepted,
+    causal_or_none,
     gqa,
     llama_configs,
     new_future,
@@ -89,6 +91,7 @@ def _assert_is_multi_head_attention(impl, config, data, what):
 
 @pytest.mark.component("gqa")
 @given(config=llama_configs(kv="mha"), data=st.data())
+@pytest.mark.needs('mask')
 def test_gqa_with_as_many_kv_heads_as_heads_is_multi_head_attention(impl, config, data):
     _assert_is_multi_head_attention(impl, config, data, "multi-head attention computed here from q_proj, k_proj, "
                                     "v_proj, output_proj (softmax(q k^T / sqrt(head_dim)) per head, concatenated)")
@@ -96,6 +99,7 @@ def test_gqa_with_as_many_kv_heads_as_heads_is_multi_head_attention(impl, config
 
 @pytest.mark.component("gqa")
 @given(config=llama_configs(kv="grouped"), data=st.data())
+@pytest.mark.needs('gqa')
 def test_gqa_consecutive_query_heads_share_a_kv_head(impl, config, data):
     _assert_is_multi_head_attention(impl, config, data, "multi-head attention computed here with each kv head's "
                                     "k_proj/v_proj rows repeated for its group of consecutive query heads "
@@ -104,6 +108,7 @@ def test_gqa_consecutive_query_heads_share_a_kv_head(impl, config, data):
 
 @pytest.mark.component("gqa")
 @given(config=llama_configs(kv="mqa"), data=st.data())
+@pytest.mark.needs('gqa')
 def test_gqa_with_one_kv_head_is_multi_query_attention(impl, config, data):
     _assert_is_multi_head_attention(impl, config, data, "multi-query attention computed here: every query head "
                                     "reads the one key/value head (its k_proj/v_proj rows repeated for every head)")
@@ -118,6 +123,7 @@ def _shiftable(data, x, label="positions"):
 
 @pytest.mark.component("gqa")
 @given(config=llama_configs(), data=st.data())
+@pytest.mark.needs('non_causal')
 def test_gqa_rotary_attention_is_invariant_to_shifting_every_position(impl, config, data):
     """Scores see m - n only, and values are not rotated: positions + s give the same weights and output."""
     x = data.draw(sequences(config), label="x")
@@ -134,6 +140,7 @@ def test_gqa_rotary_attention_is_invariant_to_shifting_every_position(impl, conf
 
 @pytest.mark.component("gqa")
 @given(config=llama_configs(), data=st.data())
+@pytest.mark.needs('non_causal')
 def test_gqa_with_every_position_equal_is_attention_without_rope(impl, config, data):
     """All tokens at the same position p: q and k turn by the same angles, which no score sees, and v
     does not turn, so the weights and output are those of the same weights without rope."""
@@ -162,8 +169,9 @@ def test_gqa_causal_outputs_unaffected_by_future(impl, config, data):
     tol = law_tolerance(config.dtype)
     assert_close(out2[:, : t + 1], out[:, : t + 1], **tol,
                  what=f"GroupedQueryAttention (rope, causal mask) output at positions <= {t} after changing x at > {t}")
-    assert_close(w2[:, :, : t + 1], w[:, :, : t + 1], **tol,
-                 what=f"GroupedQueryAttention (rope, causal mask) weights of queries <= {t} after changing x at > {t}")
+    if profiles.expresses("weights"):
+        assert_close(w2[:, :, : t + 1], w[:, :, : t + 1], **tol,
+                     what=f"GroupedQueryAttention (rope, causal mask) weights of queries <= {t} after changing x at > {t}")
 
 
 @pytest.mark.component("gqa")
@@ -173,7 +181,7 @@ def test_gqa_batch_items_are_independent(impl, config, data):
     x = data.draw(sequences(config, max_batch=3), label="x")
     B, L = x.shape[:2]
     pos = data.draw(positions((B, L)), label="positions")
-    mask = data.draw(st.none() | st.just(causal(L)), label="mask")
+    mask = data.draw(causal_or_none(L), label="mask")
     m = gqa(impl, config)
     what = f"GroupedQueryAttention with (B, L) positions {pos.tolist()}"
     out, w = accepted(lambda: m(x, mask=mask, positions=pos), what)
@@ -181,11 +189,13 @@ def test_gqa_batch_items_are_independent(impl, config, data):
     for i in range(B):
         o_i, w_i = m(x[i : i + 1], mask=mask, positions=pos[i : i + 1])
         assert_close(out[i : i + 1], o_i, **tol, what=f"{what}: output of batch item {i} vs item {i} computed alone")
-        assert_close(w[i : i + 1], w_i, **tol, what=f"{what}: weights of batch item {i} vs item {i} computed alone")
+        if profiles.expresses("weights"):
+            assert_close(w[i : i + 1], w_i, **tol, what=f"{what}: weights of batch item {i} vs item {i} computed alone")
 
 
 @pytest.mark.component("gqa")
 @given(config=llama_configs(), data=st.data())
+@pytest.mark.needs('non_causal')
 def test_gqa_without_mask_and_rope_is_permutation_equivariant(impl, config, data):
     x = data.draw(sequences(config), label="x")
     perm = data.draw(permutations_of(x.shape[1]), label="perm")
@@ -201,6 +211,7 @@ def test_gqa_without_mask_and_rope_is_permutation_equivariant(impl, config, data
 
 @pytest.mark.component("gqa")
 @given(config=llama_configs(), data=st.data())
+@pytest.mark.needs('non_causal')
 def test_gqa_never_rotates_the_values(impl, config, data):
     """q_proj = 0: every score is 0, the weights are uniform, and the output is output_proj of each
     kv head's mean value, whatever the positions (rope turns q and k, never v)."""

@@ -39,6 +39,7 @@ def _block_case(data, config, *, optional_positions=True):
 
 @pytest.mark.component("llama_block")
 @given(config=block_configs, data=st.data())
+@pytest.mark.needs('non_causal')
 def test_llama_block_with_zero_output_proj_and_w2_is_the_identity(impl, config, data):
     """Both sublayers then add 0 to the residual stream: out = x + 0 + 0 (pre-norm: the norms sit on
     the branches, never on the stream)."""
@@ -53,6 +54,7 @@ def test_llama_block_with_zero_output_proj_and_w2_is_the_identity(impl, config, 
 
 @pytest.mark.component("llama_block")
 @given(config=block_configs, data=st.data())
+@pytest.mark.needs('non_causal')
 def test_llama_block_is_its_own_sublayers_composed_pre_norm(impl, config, data):
     """out = h + ffn(ln2(h)) with h = x + attn(ln1(x), mask, positions), from the block's own ln1, attn,
     ln2 and ffn; the weights are attn's."""
@@ -159,6 +161,7 @@ def _model(impl, case):
 @pytest.mark.component("llama_generate")
 @budget(0.5)
 @given(case=_generation())
+@pytest.mark.needs('generate')
 def test_llama_generate_greedy_is_the_argmax_of_the_models_own_logits(impl, case):
     """temperature=0: each new token is the argmax of the logits at the last position of the window,
     the last max_len tokens at positions 0 .. len(window) - 1, also once the sequence is longer than
@@ -185,6 +188,7 @@ def test_llama_generate_greedy_is_the_argmax_of_the_models_own_logits(impl, case
 @pytest.mark.component("llama_generate")
 @budget(0.5)
 @given(case=_generation(), temperature=st.floats(0.5, 5.0), seed=st.integers(0, 1000))
+@pytest.mark.needs('generate')
 def test_llama_generate_top_k_1_equals_greedy(impl, case, temperature, seed):
     _, _, seed_tokens, new, _ = case
     model = _model(impl, case)
@@ -200,6 +204,7 @@ def test_llama_generate_top_k_1_equals_greedy(impl, case, temperature, seed):
 @pytest.mark.component("llama_generate")
 @budget(0.5)
 @given(case=_generation(), seed=st.integers(0, 1000), training=st.booleans())
+@pytest.mark.needs('generate')
 def test_llama_generate_is_reproducible_with_a_generator_and_restores_the_mode(impl, case, seed, training):
     _, _, seed_tokens, new, _ = case
     model = _model(impl, case)

@@ -135,6 +135,7 @@ def test_rotary_positions_broadcast_to_every_token(impl, x, data):
 
 @pytest.mark.component("rotary")
 @given(x=_rope_inputs())
+@pytest.mark.needs('default_positions')
 def test_rotary_positions_none_means_arange(impl, x):
     n = x.shape[-2]
     rope = _rope(impl, x)

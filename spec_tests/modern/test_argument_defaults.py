@@ -28,6 +28,7 @@ def _twin(module, explicit):
 
 
 @pytest.mark.component("llama_block")
+@pytest.mark.needs('non_causal')
 def test_llama_block_defaults_are_max_len_2048_theta_10000_eps_1e_5(impl):
     torch.manual_seed(0)
     block, explicit = _twin(impl.LlamaBlock(8, 2, 16),
@@ -46,6 +47,7 @@ def test_llama_block_defaults_are_max_len_2048_theta_10000_eps_1e_5(impl):
 
 
 @pytest.mark.component("minillama")
+@pytest.mark.needs('parameters')
 def test_minillama_defaults_are_the_contracts(impl):
     torch.manual_seed(0)
     model, explicit = _twin(impl.MiniLlama(11),
@@ -61,6 +63,7 @@ def test_minillama_defaults_are_the_contracts(impl):
 
 
 @pytest.mark.component("llama_generate")
+@pytest.mark.needs('generate')
 def test_generate_defaults_are_50_tokens_at_temperature_0_8(impl):
     model = small_minillama(impl, 151)
     out = model.generate([1, 2])

@@ -52,6 +52,7 @@ def test_rmsnorm_normalises_each_vector_on_its_own(impl):
 
 # ------------------------------------------------------------------------------------ rotary
 @pytest.mark.component("rotary")
+@pytest.mark.needs('parameters')
 def test_rotary_has_no_parameters_and_keeps_shape_and_dtype(impl):
     rope = impl.RotaryPositionEmbedding(8, 16)
     assert _names(rope) == {}, f"RotaryPositionEmbedding has parameters {_names(rope)}: its tables are buffers"
@@ -86,6 +87,7 @@ def test_rotary_float32_input_at_large_positions(impl):
 # ------------------------------------------------------------------------------------ GQA
 @pytest.mark.component("gqa")
 @pytest.mark.parametrize("kv", [None, 1, 2, 4], ids=lambda k: f"kv_{k}")
+@pytest.mark.needs('gqa')
 def test_gqa_parameters_are_the_contracts(impl, kv):
     rope = impl.RotaryPositionEmbedding(4, 8)
     got = _names(impl.GroupedQueryAttention(16, 4, num_kv_heads=kv, rope=rope))
@@ -95,6 +97,7 @@ def test_gqa_parameters_are_the_contracts(impl, kv):
 
 @pytest.mark.component("gqa")
 @pytest.mark.parametrize("kv", [1, 2, 4], ids=lambda k: f"kv_{k}")
+@pytest.mark.needs('gqa', 'mask')
 def test_gqa_with_positions_and_a_padding_like_mask(impl, kv):
     p = seeded_parameters(gqa_shapes(16, 4, kv), seed=13)
     attn = set_parameters(impl.GroupedQueryAttention(16, 4, num_kv_heads=kv,
@@ -110,6 +113,7 @@ def test_gqa_with_positions_and_a_padding_like_mask(impl, kv):
 
 
 @pytest.mark.component("gqa")
+@pytest.mark.needs('gqa')
 def test_gqa_without_rope_ignores_positions_and_fully_blocked_rows_give_zeros(impl):
     p = seeded_parameters(gqa_shapes(8, 2, 1), seed=15)
     attn = set_parameters(impl.GroupedQueryAttention(8, 2, num_kv_heads=1).double(), p)
@@ -126,6 +130,7 @@ def test_gqa_without_rope_ignores_positions_and_fully_blocked_rows_give_zeros(im
 
 # ------------------------------------------------------------------------------------ block
 @pytest.mark.component("llama_block")
+@pytest.mark.needs('gqa')
 def test_llama_block_submodules_and_parameters(impl):
     block = impl.LlamaBlock(8, 2, 12, num_kv_heads=1, max_len=16)
     got = _names(block)
@@ -137,6 +142,7 @@ def test_llama_block_submodules_and_parameters(impl):
 
 
 @pytest.mark.component("llama_block")
+@pytest.mark.needs('eps')
 def test_llama_block_rotates_by_the_positions_given(impl):
     p = seeded_parameters(llama_block_shapes(8, 2, 12, 2), seed=17)
     block = set_parameters(impl.LlamaBlock(8, 2, 12, max_len=64, theta=500.0, eps=1e-3).double(), p)
@@ -152,6 +158,7 @@ def test_llama_block_rotates_by_the_positions_given(impl):
 # ------------------------------------------------------------------------------------ MiniLlama
 @pytest.mark.component("minillama")
 @pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
+@pytest.mark.needs('parameters')
 def test_minillama_parameter_count_and_tied_head(impl, tied):
     model = impl.MiniLlama(100, tie_weights=tied)
     count = sum(p.numel() for p in model.parameters())
@@ -163,6 +170,7 @@ def test_minillama_parameter_count_and_tied_head(impl, tied):
 
 
 @pytest.mark.component("minillama")
+@pytest.mark.needs('parameters')
 def test_minillama_default_d_ff_is_8_thirds_rounded_up_to_64(impl):
     # d_model 48: 8 * 48 / 3 = 128 = 2 * 64; d_model 40: 106.7 -> 128; d_model 100: 266.7 -> 320;
     # d_model 146: 389.3 -> 448 (just above 6 * 64)
@@ -175,6 +183,7 @@ def test_minillama_default_d_ff_is_8_thirds_rounded_up_to_64(impl):
 
 
 @pytest.mark.component("minillama")
+@pytest.mark.needs('eps')
 def test_minillama_passes_eps_and_theta_to_every_norm_and_rotation(impl):
     p = minillama_parameters(17, 12, 2, 3, 20, seed=133, num_kv_heads=1)
     tokens = torch.randint(0, 17, (2, 9), generator=torch.Generator().manual_seed(134))
@@ -186,6 +195,7 @@ def test_minillama_passes_eps_and_theta_to_every_norm_and_rotation(impl):
 
 
 @pytest.mark.component("minillama")
+@pytest.mark.needs('weights')
 def test_minillama_return_attn_and_causality(impl):
     p = minillama_parameters(11, 8, 2, 2, 12, seed=19)
     model = set_parameters(impl.MiniLlama(11, d_model=8, num_layers=2, num_heads=2, d_ff=12, max_len=8).double(), p)

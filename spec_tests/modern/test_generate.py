@@ -11,7 +11,7 @@ from transformer_spec.testing import set_parameters
 
 from ..seed_tokens import SEED_DTYPES, assert_tensor_seed_is_the_list_seed
 
-pytestmark = pytest.mark.component("llama_generate")
+pytestmark = [pytest.mark.component("llama_generate"), pytest.mark.needs("generate")]
 
 VOCAB, MAX_LEN = SMALL["vocab_size"], SMALL["max_len"]
 

@@ -53,6 +53,7 @@ def test_rmsnorm_of_1_2_2_4_with_eps_2_75(impl):
 
 
 @pytest.mark.component("rmsnorm")
+@pytest.mark.needs('parameters')
 def test_rmsnorm_weight_starts_at_ones(impl):
     weight = dict(impl.RMSNorm(6).named_parameters()).get("weight")
     assert weight is not None and torch.equal(weight.detach(), torch.ones(6)), \
@@ -75,6 +76,7 @@ def test_swiglu_on_integer_weights(impl):
 
 
 @pytest.mark.component("gqa")
+@pytest.mark.needs('gqa')
 def test_gqa_pairs_consecutive_query_heads_with_one_kv_head(impl):
     # d_model 4, 4 heads of 1 feature, 2 kv heads: query heads 0, 1 read kv head 0 and heads 2, 3 read
     # kv head 1. x = ones, so every value of kv head 0 is 0.25 * 4 = 1 and of kv head 1 is 0.5 * 4 = 2:

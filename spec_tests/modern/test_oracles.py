@@ -54,6 +54,7 @@ def test_swiglu_matches_its_formula_with_torch_silu(impl):
 
 
 @pytest.mark.component("gqa")
+@pytest.mark.needs('gqa')
 def test_gqa_matches_torch_sdpa_with_enable_gqa(impl):
     d, h, kv, L = ORACLE.d, 6, 2, ORACLE.lk
     p = seeded_parameters(gqa_shapes(d, h, kv), seed=75)
@@ -88,6 +89,7 @@ def test_rotary_matches_the_complex_rotation(impl):
 
 
 @pytest.mark.component("llama_block")
+@pytest.mark.needs('gqa')
 def test_llama_block_matches_its_formula(impl):
     p = seeded_parameters(llama_block_shapes(12, 3, 20, 1), seed=79)
     x = randn(2, 6, 12, seed=80)
@@ -102,6 +104,7 @@ def test_llama_block_matches_its_formula(impl):
 
 
 @pytest.mark.component("minillama")
+@pytest.mark.needs('gqa')
 def test_minillama_logits_match_its_formula(impl):
     p = minillama_parameters(17, 12, 2, 3, 20, seed=131, num_kv_heads=1)
     tokens = torch.randint(0, 17, (2, 9), generator=generator(132))

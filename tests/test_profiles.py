@@ -1,0 +1,93 @@
+"""Course profiles (``transformer_spec/profiles``): the laws, written once for the contract, grade a
+course's own API. The reference behind a CS336-style ``tests/adapters.py`` scores 100 on what the cs336
+profile can express; a common CS336 mistake through the same adapter loses its component's points; what
+the profile cannot express is left out and said once; bad choices get one-line errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from transformer_spec import profiles
+
+REPO = Path(__file__).resolve().parent.parent
+ADAPTED_REFERENCE = REPO / "tests" / "profiles" / "cs336_reference"
+
+
+def _rubric_allowing_reference(tmp_path: Path) -> Path:
+    """The cs336 rubric without ``reference`` among the forbidden imports: the adapter here is the
+    reference itself (a student's adapter imports their own package)."""
+    text = profiles.get("cs336").rubric.read_text()
+    assert '    "reference",\n' in text
+    path = tmp_path / "rubric.toml"
+    path.write_text(text.replace('    "reference",\n', ""))
+    return path
+
+
+def _grade(tmp_path: Path, repo: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    out = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "spec_tests", "properties", "-q", "-p", "no:cacheprovider",
+         "--profile", "cs336", "--impl", str(repo), "--rubric", str(_rubric_allowing_reference(tmp_path)),
+         "--grade-json", str(out), *args],
+        cwd=REPO, capture_output=True, text=True, timeout=600)
+    return proc, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def _by_component(results: dict) -> dict[str, float]:
+    earned: dict[str, float] = {}
+    for t in results["tests"]:
+        earned[t["tags"][0]] = earned.get(t["tags"][0], 0.0) + t["score"]
+    return earned
+
+
+def test_the_reference_behind_a_cs336_adapter_scores_100_and_the_rest_is_said_not_applicable(tmp_path):
+    proc, results = _grade(tmp_path, ADAPTED_REFERENCE)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert results["score"] == pytest.approx(100.0), proc.stdout[-3000:]
+    assert "NotExpressible" not in proc.stdout, "a test reached what the profile cannot express: it lacks a needs marker"
+    line = next(l for l in proc.stdout.splitlines() if "not applicable under profile cs336" in l)
+    for capability in ("weights", "scale", "generate", "gqa"):
+        assert f"need {capability}" in line, line
+
+
+def test_a_mask_read_as_blocked_instead_of_keep_loses_attention_through_the_adapter(tmp_path):
+    # CS336's masks mean "keep"; passing the handout's mask on as a "blocked" mask is the mistake.
+    broken = tmp_path / "student"
+    shutil.copytree(ADAPTED_REFERENCE, broken)
+    adapters = broken / "tests" / "adapters.py"
+    text = adapters.read_text()
+    assert "blocked = None if mask is None else ~mask" in text
+    adapters.write_text(text.replace("blocked = None if mask is None else ~mask", "blocked = mask"))
+    proc, results = _grade(tmp_path, broken)
+    earned = _by_component(results)
+    assert earned["attention"] < 10 and results["score"] < 100, proc.stdout[-3000:]
+    assert all(earned[c] == pytest.approx(p) for c, p in (("rmsnorm", 12), ("rotary", 18), ("swiglu", 10))), earned
+
+
+def test_a_profile_implies_its_track_and_refuses_another():
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--profile", "cs336", "--track", "classic",
+                           "--collect-only", "-q", "spec_tests/test_contract_basics.py"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "--profile cs336 grades the modern track" in proc.stderr, proc.stderr
+
+
+def test_an_unknown_profile_and_a_repository_without_adapters_get_one_line_errors(tmp_path):
+    with pytest.raises(ValueError, match="--profile must be one of contract, cs336, got 'cs999'"):
+        profiles.get("cs999")
+    (tmp_path / "empty_repo").mkdir()
+    proc, results = _grade(tmp_path, tmp_path / "empty_repo")
+    assert results["score"] == 0
+    assert "the cs336 profile grades a repository holding tests/adapters.py" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_a_needs_marker_names_only_known_capabilities():
+    profiles.check_capabilities(["weights", "gqa"], "t")
+    with pytest.raises(ValueError, match="needs\\('wieghts'\\) names no capability"):
+        profiles.check_capabilities(["wieghts"], "t")
