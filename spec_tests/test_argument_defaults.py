@@ -14,8 +14,11 @@ import inspect
 import pytest
 import torch
 
-from .argument_names import raises_naming_word as _raises_naming_word
 from transformer_spec.assertions import assert_close
+from transformer_spec.testing import minigpt_parameters, set_parameters
+
+from .argument_names import raises_naming_word as _raises_naming_word
+from .generate_checks import assert_generate_defaults
 
 D = 8
 F64 = torch.float64
@@ -107,3 +110,28 @@ def test_sinusoidal_default_max_len_is_5000(impl):
     assert tuple(pe(torch.zeros(1, 5000, D)).shape) == (1, 5000, D)
     _raises_naming_word(lambda: pe(torch.zeros(1, 5001, D)), "max_len",
                         f"SinusoidalPositionEncoding({D}) given 5001 positions (default max_len=5000)")
+
+
+def _seeded_minigpt(impl, **sizes):
+    """MiniGPT with the suite's seeded weights (sharp enough logits for sampling to see the temperature)."""
+    model = impl.MiniGPT(11, d_model=D, num_heads=2, num_layers=1, d_ff=16, dropout=0.0, **sizes).double()
+    return set_parameters(model, minigpt_parameters(11, D, 1, 16, seed=151)).eval()
+
+
+@pytest.mark.component("minigpt")
+def test_minigpt_default_max_len_is_128_and_return_attn_is_off(impl):
+    """MiniGPT(11)'s 128 positions seen through behaviour: 128 tokens run, 129 are refused naming
+    ``max_len``; without ``return_attn`` the second output is None."""
+    torch.manual_seed(0)
+    model = impl.MiniGPT(11, dropout=0.0).eval()
+    with torch.no_grad():
+        logits, attn_maps = model(torch.full((1, 128), 3))  # max_len=128 positions are allowed
+    assert attn_maps is None, (f"MiniGPT(11)(tokens) returned {type(attn_maps).__name__} as attn_maps; "
+                               f"without return_attn=True (the default is False) it must be None")
+    _raises_naming_word(lambda: model(torch.full((1, 129), 3)), "max_len",
+                        "MiniGPT(11) given 129 tokens (default max_len=128)")
+
+
+@pytest.mark.component("generate")
+def test_generate_defaults_are_50_tokens_at_temperature_0_8(impl):
+    assert_generate_defaults(_seeded_minigpt(impl), "MiniGPT")

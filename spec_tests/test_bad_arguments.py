@@ -105,6 +105,8 @@ CASES = [
     ("LearnedPositionEmbedding_max_len_zero", lambda impl: impl.LearnedPositionEmbedding(D, 0), ("max_len",), "LPE()"),
     ("MiniGPT_vocab_size_zero", lambda impl: impl.MiniGPT(0, d_model=D, num_heads=H), ("vocab_size",), "MiniGPT()"),
     ("MiniGPT_num_layers_zero", lambda impl: impl.MiniGPT(VOCAB, d_model=D, num_heads=H, num_layers=0), ("num_layers",), "MiniGPT()"),
+    ("MiniGPT_d_ff_zero", lambda impl: impl.MiniGPT(VOCAB, d_model=D, num_heads=H, d_ff=0), ("d_ff",), "MiniGPT()"),
+    ("MiniGPT_max_len_zero", lambda impl: impl.MiniGPT(VOCAB, d_model=D, num_heads=H, max_len=0), ("max_len",), "MiniGPT()"),
     ("Seq2SeqTransformer_pad_id_string", lambda impl: impl.Seq2SeqTransformer(VOCAB, VOCAB, d_model=D, num_heads=H, pad_id="<pad>"), ("pad_id",), "Seq2Seq()"),
     ("causal_mask_zero_length", lambda impl: impl.causal_mask(0), ("seq_len",), "causal_mask"),
     # scaled_dot_product_attention
@@ -149,6 +151,8 @@ CASES = [
     ("generate_seed_a_string", lambda impl: minigpt(impl).generate("hello", max_new_tokens=2), ("seed_tokens",), "generate"),
     # two sequences: generate continues one (a (1, L) tensor may be read as that one sequence)
     ("generate_seed_two_sequences", lambda impl: minigpt(impl).generate(torch.tensor([[1, 2], [3, 4]]), max_new_tokens=2), ("seed_tokens",), "generate"),
+    ("generate_max_new_tokens_zero", lambda impl: minigpt(impl).generate([1, 2], max_new_tokens=0), ("max_new_tokens",), "generate"),
+    ("generate_temperature_string", lambda impl: minigpt(impl).generate([1, 2], max_new_tokens=2, temperature="hot"), ("temperature",), "generate"),
     ("generate_negative_temperature", lambda impl: minigpt(impl).generate([1, 2], max_new_tokens=2, temperature=-1.0), ("temperature",), "generate"),
     ("generate_top_k_zero", lambda impl: minigpt(impl).generate([1, 2], max_new_tokens=2, top_k=0), ("top_k",), "generate"),
     ("generate_generator_not_a_generator", lambda impl: minigpt(impl).generate([1, 2], max_new_tokens=2, generator=42), ("generator",), "generate"),

@@ -10,7 +10,7 @@ import torch
 from transformer_spec import contract
 from transformer_spec.assertions import assert_close
 
-from .seed_tokens import SEED_DTYPES, assert_tensor_seed_is_the_list_seed
+from .generate_checks import SEED_DTYPES, assert_tensor_seed_is_the_list_seed
 
 B, L, LK, D, H, FF, VOCAB = 2, 5, 7, 8, 2, 16, 11
 

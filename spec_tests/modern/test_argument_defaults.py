@@ -10,11 +10,12 @@ trampoline that keeps the original signature), so only behaviour shows a changed
 import pytest
 import torch
 
-from transformer_spec.assertions import assert_close, assert_equal
+from transformer_spec.assertions import assert_close
 from transformer_spec.inputs import randn
 from transformer_spec.llama_shapes import small_minillama
 
 from ..argument_names import names_as_word, raises_naming_word
+from ..generate_checks import assert_generate_defaults
 
 #: equal code on equal float64 inputs gives equal outputs; a default theta of 10001 instead of 10000
 #: moves these LlamaBlock outputs by about 5e-5 and these MiniLlama logits by about 3e-7
@@ -65,10 +66,4 @@ def test_minillama_defaults_are_the_contracts(impl):
 @pytest.mark.component("llama_generate")
 @pytest.mark.needs('generate')
 def test_generate_defaults_are_50_tokens_at_temperature_0_8(impl):
-    model = small_minillama(impl, 151)
-    out = model.generate([1, 2])
-    assert len(out) == 52, f"generate([1, 2]) returned {len(out)} tokens, expected 2 + 50 (default max_new_tokens=50)"
-    a = model.generate([3], 40, generator=torch.Generator().manual_seed(8))
-    b = model.generate([3], 40, temperature=0.8, top_k=None, generator=torch.Generator().manual_seed(8))
-    assert_equal(torch.tensor(a), torch.tensor(b),
-                 what="generate([3], 40) vs generate([3], 40, temperature=0.8, top_k=None), generators seeded 8")
+    assert_generate_defaults(small_minillama(impl, 151), "MiniLlama")

@@ -9,7 +9,7 @@ import torch
 from transformer_spec.llama_shapes import SMALL, minillama_parameters, small_minillama
 from transformer_spec.testing import set_parameters
 
-from ..seed_tokens import SEED_DTYPES, assert_tensor_seed_is_the_list_seed
+from ..generate_checks import SEED_DTYPES, assert_tensor_seed_is_the_list_seed
 
 pytestmark = [pytest.mark.component("llama_generate"), pytest.mark.needs("generate")]
 
