@@ -27,7 +27,7 @@ import torch.nn as nn
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from transformer_spec import inputs
+from transformer_spec import inputs, profiles
 
 
 # --------------------------------------------------------------------------- budget
@@ -126,7 +126,10 @@ def masks(draw, batch: tuple[int, ...], lq: int, lk: int) -> torch.Tensor:
     ``(lq, lk)`` (like a causal mask), ``(1, lk)`` (a row of blocked keys, like padding) or the
     full ``batch + (lq, lk)``. Fully blocked query rows occur (on purpose)."""
     shape = draw(st.sampled_from([(lq, lk), (1, lk), batch + (lq, lk)]))
-    return draw(bool_tensors(shape))
+    mask = draw(bool_tensors(shape))
+    if profiles.lacks("blocked_rows"):  # the profile leaves fully blocked rows undefined: key 0 stays allowed
+        mask[..., 0] = False
+    return mask
 
 
 #: the causal mask, built independently of the submission: ``True`` where ``j > i``
