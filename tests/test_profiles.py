@@ -16,7 +16,9 @@ import pytest
 from transformer_spec import profiles
 
 REPO = Path(__file__).resolve().parent.parent
-ADAPTED_REFERENCE = REPO / "tests" / "profiles" / "cs336_reference"
+PROFILES = REPO / "tests" / "profiles"
+ADAPTED_REFERENCE = PROFILES / "cs336_reference"  # the reference behind CS336-style adapters
+ADAPTED_INDEPENDENT = PROFILES / "cs336_independent"  # tests/independent/alt_modern.py behind the same
 
 
 def _rubric_allowing_reference(tmp_path: Path) -> Path:
@@ -46,8 +48,9 @@ def _by_component(results: dict) -> dict[str, float]:
     return earned
 
 
-def test_the_reference_behind_a_cs336_adapter_scores_100_and_the_rest_is_said_not_applicable(tmp_path):
-    proc, results = _grade(tmp_path, ADAPTED_REFERENCE)
+@pytest.mark.parametrize("repo", [ADAPTED_REFERENCE, ADAPTED_INDEPENDENT], ids=["reference", "independent"])
+def test_correct_code_behind_a_cs336_adapter_scores_100_and_the_rest_is_said_not_applicable(tmp_path, repo):
+    proc, results = _grade(tmp_path, repo)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert results["score"] == pytest.approx(100.0), proc.stdout[-3000:]
     assert "NotExpressible" not in proc.stdout, "a test reached what the profile cannot express: it lacks a needs marker"
@@ -60,8 +63,8 @@ def test_a_mask_read_as_blocked_instead_of_keep_loses_attention_through_the_adap
     # CS336's masks mean "keep"; passing the handout's mask on as a "blocked" mask is the mistake.
     broken = tmp_path / "student"
     shutil.copytree(ADAPTED_REFERENCE, broken)
-    adapters = broken / "tests" / "adapters.py"
-    text = adapters.read_text()
+    adapters = tmp_path / "contract_adapters.py"  # where the copied tests/adapters.py finds its functions
+    text = (PROFILES / "contract_adapters.py").read_text()
     assert "blocked = None if mask is None else ~mask" in text
     adapters.write_text(text.replace("blocked = None if mask is None else ~mask", "blocked = mask"))
     proc, results = _grade(tmp_path, broken)
