@@ -60,11 +60,12 @@ def _divisors(n: int) -> list[int]:
 
 @st.composite
 def llama_configs(draw, *, kv: str = "any", max_heads: int = 4, max_head_dim: int = 4, max_ff: int = 8,
-                  dtype: torch.dtype = torch.float64) -> LlamaConfig:
+                  dtype: torch.dtype | None = None) -> LlamaConfig:
     """Small sizes (shrink to one head of 2 features). ``kv``: ``"any"`` draws ``num_kv_heads``
     among the divisors of ``num_heads``, ``"mha"`` is ``num_heads``, ``"mqa"`` is 1, ``"grouped"``
     has groups of 2 or more query heads sharing each of 2 or more kv heads (4 or 6 heads, 2 or 3
-    kv heads; ``max_heads`` does not apply)."""
+    kv heads; ``max_heads`` does not apply). ``dtype=None``: float64, or float32 under a profile lacking
+    ``float64``."""
     heads = draw(st.sampled_from([4, 6]) if kv == "grouped" else st.integers(1, max_heads))
     head_dim = 2 * draw(st.integers(1, max_head_dim // 2))
     if kv == "any" and profiles.lacks("gqa"):
@@ -72,6 +73,8 @@ def llama_configs(draw, *, kv: str = "any", max_heads: int = 4, max_head_dim: in
     choices = {"any": _divisors(heads), "mha": [heads], "mqa": [1], "grouped": _divisors(heads)[1:-1]}[kv]
     kv_heads = draw(st.sampled_from(choices))
     d_ff = draw(st.integers(1, max_ff))
+    if dtype is None:
+        dtype = torch.float32 if profiles.lacks("float64") else torch.float64
     return LlamaConfig(heads * head_dim, heads, kv_heads, d_ff, draw(seeds()), dtype)
 
 

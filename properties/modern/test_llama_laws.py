@@ -18,6 +18,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from transformer_spec import profiles
 from transformer_spec.assertions import assert_close
 
 from ..strategies import bool_tensors, budget, causal, law_tolerance, sequences, token_batches
@@ -25,7 +26,12 @@ from .strategies import accepted, llama_block, llama_configs, minillama, new_fut
 
 block_configs = llama_configs(max_heads=2, max_head_dim=4)
 vocabs = st.integers(2, 9)
-TOL = law_tolerance(torch.float64, deep=True)
+
+
+def _tol():
+    """The laws' tolerance: float64's, or float32's under a profile lacking float64 (the configs'
+    dtype, :func:`properties.modern.strategies.llama_configs`)."""
+    return law_tolerance(torch.float32 if profiles.lacks("float64") else torch.float64, deep=True)
 
 
 def _block_case(data, config, *, optional_positions=True):
@@ -49,7 +55,7 @@ def test_llama_block_with_zero_output_proj_and_w2_is_the_identity(impl, config, 
         block.attn.output_proj.weight.zero_()
         block.ffn.w2.weight.zero_()
     out, _ = block(x, mask=mask, positions=pos)
-    assert_close(out, x, **TOL, what="LlamaBlock with attn.output_proj = 0 and ffn.w2 = 0 vs x (x + 0 + 0)")
+    assert_close(out, x, **_tol(), what="LlamaBlock with attn.output_proj = 0 and ffn.w2 = 0 vs x (x + 0 + 0)")
 
 
 @pytest.mark.component("llama_block")
@@ -63,8 +69,8 @@ def test_llama_block_is_its_own_sublayers_composed_pre_norm(impl, config, data):
     out, w = block(x, mask=mask, positions=pos)
     attn_out, attn_w = block.attn(block.ln1(x), mask=mask, positions=pos)
     h = x + attn_out
-    assert_close(w, attn_w, **TOL, what=f"LlamaBlock weights vs attn(ln1(x), mask, positions={pos.tolist()})'s")
-    assert_close(out, h + block.ffn(block.ln2(h)), **TOL,
+    assert_close(w, attn_w, **_tol(), what=f"LlamaBlock weights vs attn(ln1(x), mask, positions={pos.tolist()})'s")
+    assert_close(out, h + block.ffn(block.ln2(h)), **_tol(),
                  what=f"LlamaBlock(x, mask, positions={pos.tolist()}) vs h + ffn(ln2(h)), h = x + attn(ln1(x), mask, "
                       f"positions) from its own submodules")
 
@@ -78,7 +84,7 @@ def test_llama_block_causal_outputs_unaffected_by_future(impl, config, data):
     block = llama_block(impl, config)
     out, _ = block(x, mask=causal(n))
     out2, _ = block(new_future(data, x, t), mask=causal(n))
-    assert_close(out2[:, : t + 1], out[:, : t + 1], **TOL,
+    assert_close(out2[:, : t + 1], out[:, : t + 1], **_tol(),
                  what=f"LlamaBlock (causal mask) output at positions <= {t} after changing x at > {t}")
 
 
@@ -89,7 +95,7 @@ def test_minillama_prefix_logits_equal_full_sequence_logits(impl, config, vocab,
     tokens = data.draw(token_batches(vocab, max_len=8), label="tokens")
     p = data.draw(st.integers(1, tokens.shape[1]), label="prefix length")
     model = minillama(impl, config, vocab)
-    assert_close(model(tokens[:, :p])[0], model(tokens)[0][:, :p], **TOL,
+    assert_close(model(tokens[:, :p])[0], model(tokens)[0][:, :p], **_tol(),
                  what=f"MiniLlama logits of the first {p} tokens alone vs the first {p} logits of the full sequence")
 
 
@@ -102,7 +108,7 @@ def test_minillama_logits_unaffected_by_future_tokens(impl, config, vocab, data)
     tokens2 = tokens.clone()
     tokens2[:, t + 1 :] = (tokens[:, t + 1 :] + 1) % vocab
     model = minillama(impl, config, vocab)
-    assert_close(model(tokens2)[0][:, : t + 1], model(tokens)[0][:, : t + 1], **TOL,
+    assert_close(model(tokens2)[0][:, : t + 1], model(tokens)[0][:, : t + 1], **_tol(),
                  what=f"MiniLlama logits at positions <= {t} after changing every token at > {t}")
 
 
@@ -114,7 +120,7 @@ def test_minillama_batch_items_are_independent(impl, config, vocab, data):
     model = minillama(impl, config, vocab)
     logits, _ = model(tokens)
     for i in range(tokens.shape[0]):
-        assert_close(model(tokens[i : i + 1])[0], logits[i : i + 1], **TOL,
+        assert_close(model(tokens[i : i + 1])[0], logits[i : i + 1], **_tol(),
                      what=f"MiniLlama logits of batch item {i} computed alone")
 
 
@@ -130,7 +136,7 @@ def test_minillama_is_its_own_layers_composed(impl, config, vocab, data):
     x = model.token_embeddings(tokens)
     for layer in model.layers:
         x, _ = layer(x, mask=causal(n), positions=torch.arange(n))
-    assert_close(model(tokens)[0], model.lm_head(model.ln_final(x)), **TOL,
+    assert_close(model(tokens)[0], model.lm_head(model.ln_final(x)), **_tol(),
                  what="MiniLlama logits vs lm_head(ln_final(layers(token_embeddings(tokens)))) from its own "
                       f"submodules, each layer with the causal mask and positions 0 .. {n - 1}")
 

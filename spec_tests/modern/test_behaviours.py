@@ -64,6 +64,7 @@ def test_rotary_has_no_parameters_and_keeps_shape_and_dtype(impl):
 
 
 @pytest.mark.component("rotary")
+@pytest.mark.needs('float64')
 def test_rotary_positions_by_sequence_and_far_from_0(impl):
     # (B, L) positions for x (B, L, head_dim): each sequence its own, up to 500 (pairing mistakes hide
     # at small positions, where every angle is small).

@@ -14,6 +14,7 @@ ROPE_TOL = {"rtol": 1e-6, "atol": 1e-6}  # the angle tables may be float32 (docs
 
 
 @pytest.mark.component("rotary")
+@pytest.mark.needs('float64')
 def test_rotary_turns_a_4_dim_vector_at_positions_0_1_2(impl):
     # head_dim 4: pair 0 turns by p * 10000^(0/4) = p rad, pair 1 by p * 10000^(-2/4) = p / 100 rad;
     # (1, 0) turned by φ is (cos φ, sin φ), (0, 1) is (-sin φ, cos φ).
@@ -29,6 +30,7 @@ def test_rotary_turns_a_4_dim_vector_at_positions_0_1_2(impl):
 
 
 @pytest.mark.component("rotary")
+@pytest.mark.needs('float64')
 def test_rotary_uses_its_theta_and_the_positions_given(impl):
     # theta = 100: pair 1 turns by p * 100^(-2/4) = p / 10 rad; positions 5 and 3 given explicitly.
     x = torch.tensor([[1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]], dtype=torch.float64)
@@ -42,6 +44,7 @@ def test_rotary_uses_its_theta_and_the_positions_given(impl):
 
 
 @pytest.mark.component("rmsnorm")
+@pytest.mark.needs('float64')
 def test_rmsnorm_of_1_2_2_4_with_eps_2_75(impl):
     # mean(x**2) = (1 + 4 + 4 + 16) / 4 = 6.25; + eps 2.75 = 9; sqrt = 3: x / 3 = (1/3, 2/3, 2/3, 4/3),
     # times weight (1, 2, 3, 0.5) = (1/3, 4/3, 2, 2/3).
@@ -61,6 +64,7 @@ def test_rmsnorm_weight_starts_at_ones(impl):
 
 
 @pytest.mark.component("swiglu")
+@pytest.mark.needs('float64')
 def test_swiglu_on_integer_weights(impl):
     # w1 = I, w3 = [[1, 1], [0, 2]], w2 = [[1, 0], [1, 1]]; x = (1, -1):
     # w1 x = (1, -1), silu = (σ(1), -σ(-1)); w3 x = (0, -2); product g = (0, 2 σ(-1));

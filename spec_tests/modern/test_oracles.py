@@ -34,6 +34,7 @@ def _module(m, params):
 
 
 @pytest.mark.component("rmsnorm")
+@pytest.mark.needs('float64')
 def test_rmsnorm_matches_torch_rms_norm(impl):
     p = seeded_parameters(rmsnorm_shapes(12), seed=71)
     x = randn(2, 5, 12, seed=72)
@@ -45,6 +46,7 @@ def test_rmsnorm_matches_torch_rms_norm(impl):
 
 
 @pytest.mark.component("swiglu")
+@pytest.mark.needs('float64')
 def test_swiglu_matches_its_formula_with_torch_silu(impl):
     p = seeded_parameters(swiglu_shapes(12, 20), seed=73)
     x = randn(2, 5, 12, seed=74) * 2
@@ -79,6 +81,7 @@ def test_gqa_matches_torch_sdpa_with_enable_gqa(impl):
 
 
 @pytest.mark.component("rotary")
+@pytest.mark.needs('float64')
 def test_rotary_matches_the_complex_rotation(impl):
     x = randn(2, 3, 6, 8, seed=77)  # (B, H, L, head_dim)
     positions = torch.randint(0, 64, (2, 1, 6), generator=generator(78))  # (B, 1, L): one set per sequence

@@ -39,6 +39,7 @@ CAPABILITIES: dict[str, str] = {
     "parameters": "the modules' own constructors and parameters: defaults, names, shapes, counts, initial "
                   "values (the course's functions take the weights as arguments; the profile holds them)",
     "names": "the contract's names defined by the submission itself (a profile defines them)",
+    "float64": "inputs and weights in float64 (the course's modules are float32: the laws run in float32 there)",
     "default_positions": "positions=None meaning 0 .. L-1 (the course's rotation takes the positions)",
     "errors": "constructor arguments checked by the submission (the profile constructs the modules)",
     "causal_mask": "a causal_mask function of the submission's own",

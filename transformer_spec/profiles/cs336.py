@@ -9,7 +9,8 @@ cannot express is :data:`LACKS`: its attention returns no weights and takes no s
 *keep* (the profile passes ``~mask``), its multi-head attention is always causal and has as many
 key/value heads as query heads, its block takes no eps and no positions, it has no ``generate``, and
 its functions take the weights as arguments (the modules here hold them, so their parameters and
-constructor checks are the profile's, not the student's).
+constructor checks are the profile's, not the student's), and its modules are float32 (the handout's
+tests run in float32; a float64 input meets float32 weights).
 
 Each module below holds the contract's parameters and, in ``forward``, calls the adapter function
 of the same concept with them; nothing here computes a result itself. Only the function names and
@@ -29,7 +30,7 @@ import torch.nn as nn
 from . import Profile
 
 LACKS = frozenset({"weights", "scale", "blocked_rows", "mask", "non_causal", "gqa", "block_positions", "eps",
-                   "parameters", "names", "default_positions", "errors", "causal_mask", "generate"})
+                   "parameters", "names", "default_positions", "float64", "errors", "causal_mask", "generate"})
 
 #: the adapter functions the profile calls, by the contract name each one stands for
 ADAPTERS = {
