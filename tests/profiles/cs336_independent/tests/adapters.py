@@ -1,30 +1,17 @@
 """The independent implementation (``tests/independent/alt_modern.py``) behind Stanford CS336
 assignment 1's adapter functions.
 
-Graded with ``pytest --profile cs336 --impl tests/profiles/cs336_independent`` (``tests/test_profiles.py``); it must
-score 100 on the profile's applicable tests. The functions are ``tests/profiles/contract_adapters.py``'s.
+Graded with ``pytest --profile cs336 --impl tests/profiles/cs336_independent`` (``tests/test_profiles.py``);
+it must score 100 on the profile's applicable tests. The functions are ``tests/profiles/contract_adapters.py``'s.
 """
 
-import importlib.util
+import sys
 from pathlib import Path
 
-def _load_independent():
-    path = Path(__file__).resolve().parents[3] / "independent" / "alt_modern.py"
-    spec = importlib.util.spec_from_file_location("alt_modern_behind_cs336_adapters", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_TESTS = Path(__file__).resolve().parents[3]
+sys.path.append(str(_TESTS / "profiles"))  # the shared functions
+sys.path.append(str(_TESTS / "independent"))  # the implementation
+import alt_modern  # noqa: E402
+from contract_adapters import adapters_for  # noqa: E402
 
-
-_impl = _load_independent()
-
-
-def _contract_adapters():
-    path = Path(__file__).resolve().parents[2] / "contract_adapters.py"
-    spec = importlib.util.spec_from_file_location("contract_adapters", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-globals().update(_contract_adapters().adapters_for(_impl))
+globals().update(adapters_for(alt_modern))

@@ -1,21 +1,15 @@
 """The reference (``reference/``) behind Stanford CS336 assignment 1's adapter functions.
 
-Graded with ``pytest --profile cs336 --impl tests/profiles/cs336_reference`` (``tests/test_profiles.py``); it must
-score 100 on the profile's applicable tests. The functions are ``tests/profiles/contract_adapters.py``'s.
+Graded with ``pytest --profile cs336 --impl tests/profiles/cs336_reference`` (``tests/test_profiles.py``); it
+must score 100 on the profile's applicable tests. The functions are ``tests/profiles/contract_adapters.py``'s.
 """
 
-import importlib.util
+import sys
 from pathlib import Path
 
-import reference as _impl
+import reference
 
+sys.path.append(str(Path(__file__).resolve().parents[2]))  # tests/profiles, where the shared functions are
+from contract_adapters import adapters_for  # noqa: E402
 
-def _contract_adapters():
-    path = Path(__file__).resolve().parents[2] / "contract_adapters.py"
-    spec = importlib.util.spec_from_file_location("contract_adapters", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-globals().update(_contract_adapters().adapters_for(_impl))
+globals().update(adapters_for(reference))
