@@ -94,3 +94,84 @@ def test_a_needs_marker_names_only_known_capabilities():
     profiles.check_capabilities(["weights", "gqa"], "t")
     with pytest.raises(ValueError, match="needs\\('wieghts'\\) names no capability"):
         profiles.check_capabilities(["wieghts"], "t")
+
+
+def _cs336_repository(dest: Path, mistake: tuple[str, str] | None = None) -> Path:
+    """A self-contained CS336-style repository, as a student hands it in: its package
+    (``cs336_basics/model.py``, the independent implementation) and its filled-in ``tests/adapters.py``
+    (the shared adapter functions over that package; ``mistake``: one (old, new) edit of them)."""
+    package = dest / "cs336_basics"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    shutil.copyfile(REPO / "tests" / "independent" / "alt_modern.py", package / "model.py")
+    text = (PROFILES / "contract_adapters.py").read_text()
+    if mistake is not None:
+        assert mistake[0] in text
+        text = text.replace(*mistake)
+    (dest / "tests").mkdir()
+    (dest / "tests" / "adapters.py").write_text(
+        text + "\n\nfrom cs336_basics import model as _model  # noqa: E402\n\nglobals().update(adapters_for(_model))\n")
+    return dest
+
+
+@pytest.mark.slow
+def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_their_functions(tmp_path):
+    """Issue 30: ``tools.grade --profile cs336`` grades a folder of repositories; each honest grade is
+    its ``pytest --profile cs336 --grade-json`` report test for test (issue 25's rule), and the feedback
+    names the adapter functions the student wrote; a folder without the adapter file gets a row saying so."""
+    from tools import grade
+
+    folder = tmp_path / "class"
+    _cs336_repository(folder / "alice")
+    _cs336_repository(folder / "bob", ("blocked = None if mask is None else ~mask", "blocked = mask"))
+    (folder / "carol").mkdir()
+    (folder / "carol" / "model.py").write_text("x = 1\n")
+    out = tmp_path / "out"
+    assert grade.main([str(folder), "--out", str(out), "--profile", "cs336", "--jobs", "2", "--no-progress"]) == 0
+    for student, score in (("alice", 100.0), ("bob", None)):
+        batch = json.loads((out / "students" / student / "results.json").read_text())
+        mine = tmp_path / f"{student}.json"
+        subprocess.run([sys.executable, "-m", "pytest", "spec_tests", "properties", "-q", "-p", "no:cacheprovider",
+                        "--profile", "cs336", "--impl", str(folder / student), "--grade-json", str(mine)],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+        pytest_report = json.loads(mine.read_text())
+        assert {t["name"]: (t["score"], t["status"]) for t in batch["tests"]} == \
+            {t["name"]: (t["score"], t["status"]) for t in pytest_report["tests"]}, student
+        assert batch["score"] == pytest_report["score"] == (score if score is not None else batch["score"])
+    assert json.loads((out / "students" / "bob" / "results.json").read_text())["score"] < 100
+    feedback = (out / "students" / "bob" / "feedback.md").read_text()
+    assert "## attention (run_scaled_dot_product_attention): " in feedback, feedback
+    assert "| gqa (run_multihead_self_attention, run_multihead_self_attention_with_rope) |" in feedback
+    assert f'Reproduce: pytest --impl bob --profile cs336 "properties/' in feedback
+    output = json.loads((out / "students" / "bob" / "results.json").read_text())["output"]
+    assert "  rotary: run_rope" in output
+    gradebook = (out / "gradebook.csv").read_text()
+    assert "carol,no-submission,0," in gradebook and "holds no tests/adapters.py" in gradebook
+
+
+def test_the_class_grader_refuses_a_track_the_profile_does_not_grade(tmp_path, capsys):
+    from tools import grade
+
+    (tmp_path / "class").mkdir()
+    assert grade.main([str(tmp_path / "class"), "--out", str(tmp_path / "out"), "--profile", "cs336",
+                       "--track", "classic"]) == 2
+    err = capsys.readouterr().err
+    assert "--profile cs336 grades the modern track; leave out --track classic" in err and err.count("\n") == 1
+
+
+def test_the_platforms_take_a_profile_and_the_kit_refuses_one(tmp_path, capsys):
+    """The Gradescope bundle passes ``--profile`` on to ``tools.grade single``; the starter kit (the
+    contract's names) and the GitHub Classroom template (that kit) refuse it in one line."""
+    from tools import gradescope_bundle, release
+    from tools.grade.cli import build_single_parser, settings_of
+
+    args = build_single_parser().parse_args(["sub", "--results-json", "r.json", "--profile", "cs336"])
+    assert gradescope_bundle.settings_arguments(args) == ["--profile", "cs336"]
+    settings = settings_of(args)
+    assert (settings.profile, settings.track) == ("cs336", "modern")
+    assert settings.rubric_object().components["masks"] == 0  # the profile's own rubric
+    for argv in (["--out", str(tmp_path / "kit")],
+                 ["--github-classroom", str(tmp_path / "gh"), "--grader-repo", "o/r"]):
+        assert release.main([*argv, "--profile", "cs336"]) == 2
+        err = capsys.readouterr().err
+        assert "--profile cs336" in err and err.count("\n") == 1, err

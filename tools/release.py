@@ -33,7 +33,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from transformer_spec import contract, tracks
+from transformer_spec import contract, profiles, tracks
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_DIR = REPO / "reference"
@@ -269,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{prairielearn.OPTIONS_NAME} into the question's info.json (docs/grading.md)")
             return 0
         if args.github_classroom is not None:
+            if args.profile != profiles.DEFAULT:
+                raise ReleaseError(f"--profile {args.profile} is not available for --github-classroom yet (its template "
+                                   "is the starter kit of the contract's names); use --gradescope or --prairielearn")
             name = args.name or "my_transformer"
             if not name.isidentifier():
                 raise ReleaseError(f"--name {name!r} is not a valid Python package name")
@@ -277,20 +280,25 @@ def main(argv: list[str] | None = None) -> int:
                                    "overwrite it")
             target = classroom.build(args.github_classroom, args, args.grader_repo, args.grader_ref or "main", name,
                                      args.force)
-            release(args.github_classroom, name, args.force, args.track)
+            release(args.github_classroom, name, args.force, args.track or tracks.DEFAULT)
             print(f"GitHub Classroom template written to {args.github_classroom} (the kit and {target}); push it "
                   "as the assignment's template repository (docs/grading.md)")
             return 0
+        if args.profile != profiles.DEFAULT:
+            raise ReleaseError(f"--profile {args.profile} applies to the grading platforms (--gradescope, --prairielearn, "
+                               "--github-classroom): the kit writes the contract's own names, and a course profile's "
+                               "students start from the course's own handout")
         given = [flag for flag in gradescope_bundle.differs_from_defaults(args) if flag != "--track"]
         if given:
             raise ReleaseError(f"{given[0]} applies to the Gradescope bundle (--gradescope OUT.zip) and the other "
                                "grading platforms (--prairielearn, --github-classroom), not to --out")
-        pkg = release(args.out, args.name or "my_transformer", args.force, args.track)
+        track = args.track or tracks.DEFAULT
+        pkg = release(args.out, args.name or "my_transformer", args.force, track)
     except (ReleaseError, gradescope_bundle.BundleError, classroom.ClassroomError) as exc:
         print(f"release: error: {exc}", file=sys.stderr)
         return 2
-    flag = "" if args.track == tracks.DEFAULT else f" --track {args.track}"
-    print(f"starter kit ({args.track} track) written to {pkg}; students run: "
+    flag = "" if track == tracks.DEFAULT else f" --track {track}"
+    print(f"starter kit ({track} track) written to {pkg}; students run: "
           f"python -m pytest spec_tests properties --impl {pkg}{flag}")
     return 0
 

@@ -211,9 +211,20 @@ def describe_not_implemented(exc: BaseException, paths: list[str]) -> str:
 
 def reproduce_command(item: pytest.Item) -> str:
     impl = item.config.getoption("--impl") or loader.resolve_target(None)
+    chosen = selection_options(item.config)
     if not layout.IN_CLONE:  # the installed suite: its test paths are the console script's to resolve
-        return f'transformer-spec check {impl} "{item.nodeid}"'
-    return f'pytest --impl {impl} "{item.nodeid}"'
+        return f'transformer-spec check {impl}{chosen} "{item.nodeid}"'
+    return f'pytest --impl {impl}{chosen} "{item.nodeid}"'
+
+
+def selection_options(config: pytest.Config) -> str:
+    """The options that choose what this run grades, as the re-run command must repeat them: the
+    profile when it is not the contract's own names (it implies its track), else the track when it is
+    not the default."""
+    from . import tracks
+    from .plugin import profile, track
+
+    return profile(config).rerun() or (f" --track {track(config)}" if track(config) != tracks.DEFAULT else "")
 
 
 def signature_hint(uses: Iterable[str]) -> str:

@@ -283,7 +283,7 @@ def _failed(name: str, mode: str, exc: BaseException) -> dict:
 def child_main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from . import exits, files, forbidden, forbidden_ops, isolation, loader
+    from . import exits, files, forbidden, forbidden_ops, isolation, loader, profiles
 
     parser = argparse.ArgumentParser(prog="python -m transformer_spec.recheck")
     parser.add_argument("--impl", required=True)
@@ -304,7 +304,9 @@ def child_main(argv: list[str] | None = None) -> int:
                             paths=lambda: files.submission_paths(args.impl)).install()
     forbidden_ops.seal()  # no oracle here: forbidden.oracle() opened by the submission allows nothing
     seal = guard.seal  # as installed: the submission can reach the guard, not this frame's local
-    sub = loader.load(args.impl)
+    profile = profiles.get(str(channel.extra.get("profile", profiles.DEFAULT)))  # the course API graded
+    profiles.use(profile)
+    sub = loader.load(args.impl, profile=profile)
     seal = guard.restore(seal)  # removed by the import: put back (a use costs where it is made)
     if sub.error is not None:
         channel.send({"kind": "recheck-import-error", "error": sub.error})

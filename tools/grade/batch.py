@@ -43,7 +43,7 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
     submissions = submissions.resolve()
     if out == submissions or submissions in out.parents:
         raise GradeError("--out must not be inside the submissions folder")
-    found = discover(submissions)
+    found = discover(submissions, settings.profile_object().adapter)
     skipped = hidden_names(submissions)
     if skipped:
         print(f"warning: not graded, hidden names: {', '.join(skipped[:10])}", file=sys.stderr)

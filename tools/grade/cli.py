@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from transformer_spec import tracks
+from transformer_spec import profiles, tracks
 from transformer_spec.results_file import format_points
 
 from . import sandbox
@@ -33,8 +33,13 @@ def add_settings_arguments(p: argparse.ArgumentParser, coverage: bool = True) ->
     """What a grading is run with (the class grader and the single grader share them)."""
     p.add_argument("--rubric", type=Path, default=None,
                    help="rubric TOML (default: the track's, transformer_spec/rubric.toml or rubric_modern.toml)")
-    p.add_argument("--track", choices=tracks.names(), default=tracks.DEFAULT,
-                   help=f"the track graded (default {tracks.DEFAULT}; modern: the Llama-style decoder, docs/contract.md)")
+    p.add_argument("--track", choices=tracks.names(), default=None,
+                   help=f"the track graded (default {tracks.DEFAULT}, or the profile's; modern: the Llama-style decoder, "
+                        "docs/contract.md)")
+    p.add_argument("--profile", choices=profiles.names(), default=profiles.DEFAULT,
+                   help=f"the API the submissions are written to (default {profiles.DEFAULT}: the contract's own names; "
+                        "cs336: a Stanford CS336 assignment-1 repository, reached through its tests/adapters.py; "
+                        "docs/adapters.md); a profile implies its track and its rubric")
     if coverage:
         p.add_argument("--coverage", action="store_true",
                        help="HTML coverage of each submission in students/<id>/coverage/")
@@ -93,14 +98,24 @@ def build_merge_parser() -> argparse.ArgumentParser:
     return p
 
 
+def profile_and_track(args: argparse.Namespace) -> tuple[profiles.Profile, str]:
+    """The profile and the track ``args`` ask for: a profile implies its track, and refuses another."""
+    profile = profiles.get(getattr(args, "profile", None) or profiles.DEFAULT)
+    if profile.track and args.track not in (None, profile.track):
+        raise GradeError(f"--profile {profile.name} grades the {profile.track} track; leave out --track {args.track} "
+                         f"(or give --track {profile.track})")
+    return profile, profile.track or args.track or tracks.DEFAULT
+
+
 def settings_of(args: argparse.Namespace) -> Settings:
     """The settings the arguments ask for; a bad rubric or test path is a GradeError saying which."""
+    profile, track = profile_and_track(args)
     rubric = None
     if args.rubric is not None:
         from transformer_spec import rubric as rubrics
 
         try:
-            rubrics.load_rubric(args.rubric, args.track)
+            rubrics.load_rubric(args.rubric, track)
         except rubrics.RubricError as exc:
             raise GradeError(str(exc)) from None
         rubric = args.rubric.read_text()
@@ -110,7 +125,7 @@ def settings_of(args: argparse.Namespace) -> Settings:
                              "under spec_tests/ or properties/)")
     limits = Limits(args.time_limit, args.test_timeout, args.wall, args.memory_mb, args.threads, args.max_output_mb)
     return Settings(list(args.tests), rubric, limits, getattr(args, "coverage", False), not args.no_rechecks,
-                    "none" if args.no_sandbox else args.sandbox, track=args.track)
+                    "none" if args.no_sandbox else args.sandbox, track=track, profile=profile.name)
 
 
 def sandbox_line(settings: Settings) -> str:

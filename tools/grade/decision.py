@@ -98,7 +98,7 @@ def _finish(entry: Entry, ctx: Context, status: str, detail: str, subhash: str, 
         detail = f"{detail} ({entry.note})" if detail else entry.note
     return Record(entry.student, status, round(total, 2), round(possible, 2), {c: round(v, 2) for c, v in comps.items()},
                   detail, where, subhash, tests, tampered, dict(diagnoses or {}), ctx.sandbox.tier,
-                  mistakes=dict(mistakes or {}))
+                  mistakes=dict(mistakes or {}), profile=ctx.settings.profile)
 
 
 def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path, sandbox: Path, jail: Jail) -> Record:

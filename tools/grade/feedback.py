@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from transformer_spec import registry, results_file
+from transformer_spec import profiles, registry, results_file
 from transformer_spec.results_file import format_points
 
 from .record import Record, first_line
@@ -35,6 +35,11 @@ def results_json(record: Record, seconds: float = 0.0) -> dict:
     if record.detail:
         lines.append(record.detail)
     lines += ["", *results_file.table_lines(rows)]
+    profile = _profile(record)
+    if profile.functions:  # the course's own names for what each component grades
+        lines += ["", f"Your functions ({profile.name} profile), by component:",
+                  *(f"  {r.component}: {', '.join(profile.functions[r.component])}" for r in rows
+                    if r.component in profile.functions)]
     if record.diagnoses:
         lines += ["", *(record.diagnoses[c] for c in registry.names() if c in record.diagnoses)]
     if any(t["visibility"] != "visible" for t in record.tests):
@@ -54,17 +59,27 @@ def _one_line(text: str, n: int = 160) -> str:
     return line if len(line) <= n else line[:n - 3] + "..."
 
 
+def _profile(record: Record) -> profiles.Profile:
+    """The profile the record was graded with (the contract's own names for one it does not know)."""
+    try:
+        return profiles.get(record.profile)
+    except ValueError:
+        return profiles.get(profiles.DEFAULT)
+
+
 def feedback_md(record: Record) -> str:
     """What the student reads: the score, then per component its points, its diagnosis (once),
     and its failing tests (the first few with their whole message)."""
     rows = results_file.component_rows(record.tests)
+    profile = _profile(record)
     out = [f"# Feedback for {md_text(record.student)}", "",
            f"**Score: {format_points(record.total)} / {format_points(record.possible)}** (status: `{record.status}`: "
            f"{STATUS_TEXT.get(record.status, '')})", ""]
     if record.detail:  # may quote the submission's own text (an exception): shown, never read as Markdown
         out += [*md_block(record.detail), ""]
     out += ["| component | points | tests passed |", "|---|---:|---:|"]
-    out += [f"| {r.component} | {r.earned:.2f} / {r.possible:.2f} | {r.passed} / {r.total} |" for r in rows]
+    out += [f"| {profile.label(r.component)} | {r.earned:.2f} / {r.possible:.2f} | {r.passed} / {r.total} |"
+            for r in rows]
     hidden = sum(1 for t in record.tests if t["visibility"] != "visible")
     if record.status in _ONE_REASON:
         out += ["", "Every test scores 0 for the reason above; fix it and submit again."]
@@ -75,8 +90,8 @@ def feedback_md(record: Record) -> str:
                       and t["visibility"] == "visible"]
             if not failed:
                 continue
-            out += ["", f"## {comp}: {row.earned:.2f} / {row.possible:.2f} points ({row.passed} of {row.total} "
-                        "tests passed)", ""]
+            out += ["", f"## {profile.label(comp)}: {row.earned:.2f} / {row.possible:.2f} points "
+                        f"({row.passed} of {row.total} tests passed)", ""]
             if comp in record.diagnoses:  # the grading child's: text, not Markdown
                 out += [md_text(record.diagnoses[comp]), ""]
             out += [f"{len(failed)} test(s) did not pass:", ""]
@@ -89,5 +104,5 @@ def feedback_md(record: Record) -> str:
     if hidden:
         out += ["", f"{hidden} hidden test(s) are shown after the grades are published."]
     out += ["", "Re-run a test yourself with the command in its message "
-                "(`pytest --impl path/to/your_submission \"<test id>\"`)."]
+                f"(`pytest --impl path/to/your_submission{profile.rerun()} \"<test id>\"`)."]
     return "\n".join(out).rstrip() + "\n"

@@ -104,7 +104,8 @@ def _run_child(ctx: Context, target: Path, sandbox: Path, runs: list[tuple[str, 
                     cwd=work, env=ctx.env(work), limits=lim, jail=jail.seeing(ctx.view(sandbox, work, sandbox / "sub")),
                     extra={"seed": ctx.seed, "rechecks": [n for n, m in runs if m == SECRET],
                            "public": [n for n, m in runs if m == PUBLIC], "threads": lim.threads,
-                           "forbidden": list(ctx.rubric.forbidden), "seconds_each": min(30.0, wall)},
+                           "forbidden": list(ctx.rubric.forbidden), "seconds_each": min(30.0, wall),
+                           "profile": ctx.settings.profile},
                     wall=wall)
     got: dict[tuple[str, str], dict] = {}
     done = False

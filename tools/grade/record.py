@@ -27,6 +27,7 @@ class Record:
     # component -> the catalogue's pitfalls its diagnosis names (the class report counts them;
     # reported by the child, so a submission could misname its own mistakes, never its points)
     mistakes: dict[str, list[str]] = field(default_factory=dict)
+    profile: str = "contract"  # the course API graded (transformer_spec/profiles): the feedback names its functions
 
     def __post_init__(self) -> None:
         """A student's text is data (tools/grade/text.py): every string made safe here, once, so

@@ -49,6 +49,7 @@ class Settings:
     hypothesis_profile: str | None = None  # None: the plugin's "grading" (tools.mutants: "mutation")
     diagnose: bool = True  # name the catalogue's mistakes in the feedback (the kill matrix needs no names)
     track: str = "classic"  # the track graded (transformer_spec/tracks.py): its tests and default rubric
+    profile: str = "contract"  # the course API graded (transformer_spec/profiles): its adapter and default rubric
 
     def rubric_object(self):
         """The rubric, parsed (the default one when no text was given)."""
@@ -56,14 +57,20 @@ class Settings:
 
         if self.rubric:
             return rubric.rubric_from_text(self.rubric, "--rubric", self.track)
-        return rubric.load_rubric(track=self.track)
+        return rubric.load_rubric(self.profile_object().rubric, track=self.track)
+
+    def profile_object(self):
+        """The profile graded (:mod:`transformer_spec.profiles`)."""
+        from transformer_spec import profiles
+
+        return profiles.get(self.profile)
 
     def fingerprint(self, suite_hash: str) -> dict:
         """What must be equal for two outputs to be resumed or merged together."""
         data = {"tests": self.tests, "rubric_sha256": _sha(self.rubric.encode()) if self.rubric else "default",
                 "limits": asdict(self.limits), "coverage": self.coverage, "rechecks": self.rechecks,
                 "suite_sha256": suite_hash, "hypothesis_profile": self.hypothesis_profile, "diagnose": self.diagnose,
-                "track": self.track}
+                "track": self.track, "profile": self.profile}
         return data
 
 

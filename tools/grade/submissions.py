@@ -42,14 +42,21 @@ def _candidates(folder: Path) -> tuple[list[Path], list[Path]]:
     return pkgs, files
 
 
-def _entry(p: Path) -> Entry:
-    """The entry of one name of the class folder: graded, or a row that says why it cannot be."""
+def _entry(p: Path, adapter: str | None = None) -> Entry:
+    """The entry of one name of the class folder: graded, or a row that says why it cannot be.
+    ``adapter``: the profile's adapter file (a course's repository is graded through it, so the
+    folder that holds it is the submission)."""
     name = file_name(p.name)
     if p.name.startswith((".", "__")):
         return Entry(name, None, None, f"{name}: a hidden or special name (it starts with '.' or '__'); "
                                        "rename it to grade it")
     if p.is_symlink():
         return Entry(name, None, None, f"{name} is a symbolic link; submit the file or folder itself")
+    if adapter is not None:
+        if p.is_dir() and (p / adapter).is_file() and not (p / adapter).is_symlink():
+            return Entry(name, p, p)
+        return Entry(name, None, None, f"{name} holds no {adapter}: this profile grades a repository through that "
+                                       "file (the course's adapter functions, filled in)")
     if p.is_file() and p.suffix in GRADED_SUFFIXES:
         return Entry(file_name(p.stem), p, p)
     if p.is_dir() and (p / "__init__.py").is_file():
@@ -107,12 +114,13 @@ def hidden_names(submissions: Path) -> list[str]:
     return [file_name(p.name) for p in sorted(submissions.iterdir()) if ignored(p) and p.name not in NOT_ENTRIES]
 
 
-def discover(submissions: Path) -> list[Entry]:
-    """One entry per name of the class folder (but the :func:`ignored` ones), sorted by name; ids unique."""
+def discover(submissions: Path, adapter: str | None = None) -> list[Entry]:
+    """One entry per name of the class folder (but the :func:`ignored` ones), sorted by name; ids unique.
+    ``adapter``: see :func:`_entry`."""
     if not submissions.is_dir():
         raise GradeError(f"{submissions} is not a folder of submissions")
     paths = [p for p in sorted(submissions.iterdir()) if not ignored(p)]
-    return _unique([_entry(p) for p in paths], paths)
+    return _unique([_entry(p, adapter) for p in paths], paths)
 
 
 def shard_of(student: str, n: int) -> int:

@@ -109,7 +109,7 @@ def pytest_cmd(ctx: Context, sandbox: Path, impl: str, collect_only: bool = Fals
            "-s", "-q", "--tb=no", "--no-header", "-o", "console_output_style=classic",
            "--basetemp", str(sandbox / "work" / "pytest"), "--impl", impl, "--grading",
            "--time-limit", f"{lim.time_limit:g}", "--timeout", f"{lim.test_timeout:g}",
-           "--torch-threads", str(lim.threads), "--track", s.track]
+           "--torch-threads", str(lim.threads), "--track", s.track, "--profile", s.profile]
     if s.rubric is not None:
         cmd += ["--rubric", str(sandbox / "rubric.toml")]
     if s.hypothesis_profile is not None:

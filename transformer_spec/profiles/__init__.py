@@ -63,6 +63,17 @@ class Profile:
     build: Callable[[ModuleType], ModuleType] | None = field(default=None, compare=False)
     #: its default rubric (None: the track's)
     rubric: Path | None = None
+    #: component -> the course's functions that reach it (what a student's feedback names beside the component)
+    functions: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+
+    def label(self, component: str) -> str:
+        """``component`` as a student of this course reads it: with the functions they wrote for it."""
+        names = self.functions.get(component)
+        return f"{component} ({', '.join(names)})" if names else component
+
+    def rerun(self) -> str:
+        """What a re-run command adds to choose this profile ('' for the contract's own names)."""
+        return "" if self.name == DEFAULT else f" --profile {self.name}"
 
     def applies_to(self, needs: Iterable[str]) -> list[str]:
         """The capabilities among ``needs`` this profile lacks (empty: the test applies)."""

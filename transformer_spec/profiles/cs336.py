@@ -32,15 +32,16 @@ from . import Profile
 LACKS = frozenset({"weights", "scale", "blocked_rows", "mask", "non_causal", "gqa", "block_positions", "eps",
                    "parameters", "names", "default_positions", "float64", "errors", "causal_mask", "generate"})
 
-#: the adapter functions the profile calls, by the contract name each one stands for
-ADAPTERS = {
-    "RMSNorm": "run_rmsnorm",
-    "RotaryPositionEmbedding": "run_rope",
-    "SwiGLU": "run_swiglu",
-    "scaled_dot_product_attention": "run_scaled_dot_product_attention",
-    "GroupedQueryAttention": "run_multihead_self_attention_with_rope (run_multihead_self_attention without rope)",
-    "LlamaBlock": "run_transformer_block",
-    "MiniLlama": "run_transformer_lm",
+#: the adapter functions the profile calls, by the component each one is graded in (what a student's
+#: feedback names beside the component)
+FUNCTIONS = {
+    "attention": ("run_scaled_dot_product_attention",),
+    "rmsnorm": ("run_rmsnorm",),
+    "rotary": ("run_rope",),
+    "swiglu": ("run_swiglu",),
+    "gqa": ("run_multihead_self_attention", "run_multihead_self_attention_with_rope"),
+    "llama_block": ("run_transformer_block",),
+    "minillama": ("run_transformer_lm",),
 }
 
 DEFAULT_EPS = 1e-5  # the handout's RMSNorm eps, the one its block and model use
@@ -215,4 +216,4 @@ def build(api: ModuleType) -> ModuleType:
 PROFILE = Profile(
     "cs336", "Stanford CS336 assignment 1: a student's repository, reached through its tests/adapters.py",
     track="modern", lacks=LACKS, adapter="tests/adapters.py", build=build,
-    rubric=Path(__file__).resolve().parent.parent / "rubric_cs336.toml")
+    rubric=Path(__file__).resolve().parent.parent / "rubric_cs336.toml", functions=FUNCTIONS)
