@@ -175,3 +175,24 @@ def test_the_platforms_take_a_profile_and_the_kit_refuses_one(tmp_path, capsys):
         assert release.main([*argv, "--profile", "cs336"]) == 2
         err = capsys.readouterr().err
         assert "--profile cs336" in err and err.count("\n") == 1, err
+
+
+def test_the_cs336_kill_matrix_catalogue_is_consistent(tmp_path):
+    """Every row of ``python -m tools.mutants --profile cs336`` can be written (each patch applies once),
+    its names are new, and every pitfall listed as unseen is a modern pitfall hidden by a capability the
+    profile lacks (``tools.mutants`` fails a listed pitfall that gets killed)."""
+    from tools import mutants
+    from transformer_spec import registry
+    from transformer_spec.profiles import cs336_catalogue as catalogue
+
+    variations, pitfalls = mutants.rows_of_track("modern", "cs336")
+    own = [*catalogue.PITFALLS, *catalogue.VARIATIONS]
+    assert set(own) <= set(variations) | set(pitfalls)
+    assert not {r.name for r in own} & {p.name for p in registry.pitfalls()}
+    modern = {p.name for p in pitfalls}
+    for name, capability in catalogue.UNSEEN.items():
+        assert name in modern and capability in profiles.get("cs336").lacks, (name, capability)
+    for item in [*own, mutants.REFERENCE, mutants.INDEPENDENT]:
+        mutants.write_row(item, tmp_path, "modern", "cs336")
+        name = item if isinstance(item, str) else item.name
+        assert (tmp_path / name / "tests" / "adapters.py").is_file()

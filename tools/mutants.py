@@ -11,7 +11,7 @@ Each pitfall of :mod:`transformer_spec.pitfalls` is applied to a fresh copy of `
 and every row is graded as one class by the class grader (``tools.grade``: a sandboxed pytest
 child per row running ``spec_tests properties`` with hypothesis profile ``grading``, what a student
 is graded with: derandomised examples and a bounded shrink, one torch thread; then the hidden
-re-checks; ``--profile mutation`` runs it without shrinking). The failing
+re-checks; ``--hypothesis-profile mutation`` runs it without shrinking). The failing
 tests the child's pytest reports, grouped by their component, make one row of the matrix. Every
 row is honest code, so its class grade must be exactly that pytest report, with status ``ok``: a
 row whose hidden re-check costs a test, or that is called ``tampering``, is a ``GRADER DIFFERS``
@@ -48,7 +48,7 @@ import hypothesis.errors
 
 from tools.grade.batch import grade_class
 from tools.grade.settings import DEFAULT_TESTS, Limits, Settings
-from transformer_spec import layout, registry, tracks
+from transformer_spec import layout, profiles, registry, tracks
 from transformer_spec.failures import EXAMPLE_HEADING
 from transformer_spec.hypothesis_profiles import GRADING_PROFILE, PROFILES
 from transformer_spec.outcomes import Kind
@@ -87,6 +87,7 @@ class Row:
     class_total: float = 0.0
     differs: list[str] = field(default_factory=list)  # tests whose class grade is not the child's pytest report
     unreadable: list[str] = field(default_factory=list)  # failures a student cannot read (student_messages)
+    unseen: str = ""  # a pitfall the course profile cannot see: the capability that hides it (its catalogue's)
 
     @property
     def same_as_pytest(self) -> bool:
@@ -111,28 +112,41 @@ class Row:
             return "UNREADABLE"
         if self.component is None or self.must_pass:
             return "clean" if not self.failed else "CORRECT CODE FAILS"
+        if self.unseen:
+            return "unseen" if not self.failed else "LISTED UNSEEN BUT KILLED"
         if not self.failed:
             return "SURVIVED"
         return "killed" if self.killed_in_own else "KILLED ONLY ELSEWHERE"
 
     @property
     def ok(self) -> bool:
-        return self.verdict in ("clean", "killed")
+        return self.verdict in ("clean", "killed", "unseen")
 
 
-def grader_settings(profile: str = PROFILE, track: str = tracks.DEFAULT) -> Settings:
+def grader_settings(profile: str = PROFILE, track: str = tracks.DEFAULT, course: str = profiles.DEFAULT) -> Settings:
     """How the kill matrix grades a row: as ``tools.grade`` grades a student (sandbox, limits, hidden
-    re-checks, the ``grading`` profile, the track's tests and rubric), with one torch thread and no
-    named diagnosis."""
+    re-checks, the ``grading`` hypothesis profile, the track's tests and rubric, the course profile),
+    with one torch thread and no named diagnosis."""
     return Settings(list(DEFAULT_TESTS), None, Limits(threads=1), hypothesis_profile=profile, diagnose=False,
-                    track=track)
+                    track=track, profile=course)
 
 
-def rows_of_track(track: str) -> tuple[list[Variation], list[Pitfall]]:
+def rows_of_track(track: str, course: str = profiles.DEFAULT) -> tuple[list[Variation], list[Pitfall]]:
     """The allowed variations and pitfalls of ``track``'s kill matrix: those of the components whose
-    home it is (:func:`transformer_spec.tracks.home`)."""
-    return ([v for v in VARIATIONS if tracks.home(v.component) == track],
-            [p for p in registry.pitfalls() if tracks.home(p.component) == track])
+    home it is (:func:`transformer_spec.tracks.home`), and the course profile's own catalogue."""
+    catalogue = _catalogue(course)
+    return ([v for v in VARIATIONS if tracks.home(v.component) == track] + list(getattr(catalogue, "VARIATIONS", ())),
+            [p for p in registry.pitfalls() if tracks.home(p.component) == track]
+            + list(getattr(catalogue, "PITFALLS", ())))
+
+
+def _catalogue(course: str):
+    """The course profile's kill-matrix catalogue module (None for the contract's own names)."""
+    if course == profiles.DEFAULT:
+        return None
+    import importlib
+
+    return importlib.import_module(f"transformer_spec.profiles.{course}_catalogue")
 
 
 #: the names of hypothesis's own errors (its module's exception classes): a failure message that
@@ -155,12 +169,19 @@ def unreadable(test: dict) -> str | None:
     return None
 
 
-def write_row(item: Pitfall | Variation | str, folder: Path, track: str = tracks.DEFAULT) -> None:
+def write_row(item: Pitfall | Variation | str, folder: Path, track: str = tracks.DEFAULT,
+              course: str = profiles.DEFAULT) -> None:
     """``item`` as a student's folder ``folder/<its name>``: a patched copy of the reference, or a
-    correct implementation (the independent one of ``track``)."""
+    correct implementation (the independent one of ``track``); under a course profile, a repository
+    of the course (its catalogue's ``write_repository``)."""
     name = item if isinstance(item, str) else item.name
     dest = folder / name
-    if name == INDEPENDENT:
+    catalogue = _catalogue(course)
+    if catalogue is not None:
+        independent = layout.ROOT / tracks.get(track).independent if name == INDEPENDENT else None
+        catalogue.write_repository(dest, f"mutant_{_folder(name)}", () if isinstance(item, str) else item.patches,
+                                   independent)
+    elif name == INDEPENDENT:
         dest.mkdir(parents=True)
         independent = layout.ROOT / tracks.get(track).independent
         shutil.copyfile(independent, dest / independent.name)
@@ -206,20 +227,24 @@ def row_of(item: Pitfall | Variation | str, record) -> Row:
 
 
 def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, profile: str = PROFILE,
-            track: str = tracks.DEFAULT) -> list[Row]:
+            track: str = tracks.DEFAULT, course: str = profiles.DEFAULT) -> list[Row]:
     """Grade the correct implementations and each pitfall or variation of ``pitfalls`` (in that
-    order) as one class of ``track`` through ``tools.grade`` (``jobs`` students at a time); their rows."""
+    order) as one class of ``track`` through ``tools.grade`` (``jobs`` students at a time), under the
+    course profile ``course``; their rows."""
     items = [*CORRECT, *pitfalls]
+    unseen = getattr(_catalogue(course), "UNSEEN", {})
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
         folder = Path(tmp) / "class"
         folder.mkdir()
         for item in items:
-            write_row(item, folder, track)
-        records = grade_class(folder, Path(tmp) / "grades", grader_settings(profile, track), jobs=jobs,
+            write_row(item, folder, track, course)
+        records = grade_class(folder, Path(tmp) / "grades", grader_settings(profile, track, course), jobs=jobs,
                               progress=False, class_report=False)
     rows = []
     for item in items:
         rows.append(row_of(item, records.get(item if isinstance(item, str) else item.name)))
+        if not isinstance(item, str) and not rows[-1].must_pass:
+            rows[-1].unseen = unseen.get(item.name, "")
         if progress:
             progress(rows[-1])
     return rows
@@ -258,8 +283,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show-tests", action="store_true",
                         help="list every failing test of each pitfall (default: up to 3 of its own component)")
     parser.add_argument("--json", metavar="PATH", help="also write the matrix as JSON")
-    parser.add_argument("--profile", default=PROFILE, choices=PROFILES,
+    parser.add_argument("--hypothesis-profile", default=PROFILE, choices=PROFILES,
                         help=f"the hypothesis profile of every row (default {PROFILE!r}, what a student is graded with)")
+    parser.add_argument("--profile", default=profiles.DEFAULT, choices=profiles.names(),
+                        help="the course profile: each row a repository of that course, graded through its adapter "
+                             "(its track's rows and the profile's own catalogue); it implies its track")
     parser.add_argument("--track", choices=tracks.names(), default=tracks.DEFAULT,
                         help=f"the track whose rows are graded (default {tracks.DEFAULT}): the pitfalls and variations of "
                              "its components, its reference and independent implementation, its tests and rubric")
@@ -267,9 +295,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--diagnose-accuracy", action="store_true",
                         help="measure how often transformer_spec.diagnose names each pitfall, and exit")
     args = parser.parse_args(argv)
+    course = profiles.get(args.profile)
+    if course.track and args.track not in (tracks.DEFAULT, course.track):
+        parser.error(f"--profile {course.name} grades the {course.track} track; leave out --track {args.track}")
+    args.track = course.track or args.track
 
-    track_variations, pitfalls = rows_of_track(args.track)
-    by_name = {p.name: p for p in registry.pitfalls()}
+    track_variations, pitfalls = rows_of_track(args.track, course.name)
+    by_name = {p.name: p for p in [*registry.pitfalls(), *pitfalls, *track_variations]}
     if args.list:
         for p in pitfalls:
             print(f"pitfall    {p.component:<10} {p.name:<40} {p.explanation}")
@@ -284,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         unknown = [n for n in args.only if n not in by_name and n not in VARIATIONS_BY_NAME]
         if unknown:
             parser.error(f"unknown pitfall(s) or variation(s): {', '.join(unknown)}; see --list")
-        chosen = [VARIATIONS_BY_NAME.get(n) or by_name[n] for n in args.only]
+        chosen = [by_name.get(n) or VARIATIONS_BY_NAME[n] for n in args.only]
         rows_to_run = [c for c in chosen if isinstance(c, Variation)] + [c for c in chosen if not isinstance(c, Variation)]
     else:
         rows_to_run = [*track_variations, *pitfalls]
@@ -292,10 +324,12 @@ def main(argv: list[str] | None = None) -> int:
     n_pitfalls = len(rows_to_run) - n_variations
 
     print(f"the {args.track} track: grading the reference, the independent implementation, {n_variations} allowed "
-          f"variations and {n_pitfalls} pitfalls, {args.jobs} at a time (hypothesis profile {args.profile!r})",
+          f"variations and {n_pitfalls} pitfalls, {args.jobs} at a time (hypothesis profile {args.hypothesis_profile!r}"
+          + (f", course profile {course.name}" if course.name != profiles.DEFAULT else "") + ")",
           flush=True)
     start = time.monotonic()
-    rows = run_all(rows_to_run, jobs=max(1, args.jobs), progress=_print_row, profile=args.profile, track=args.track)
+    rows = run_all(rows_to_run, jobs=max(1, args.jobs), progress=_print_row, profile=args.hypothesis_profile,
+                   track=args.track, course=course.name)
     elapsed = time.monotonic() - start
 
     print()
@@ -318,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"over-specification there), e.g. {r.uncovered[0]}")
     bad = [r for r in rows if not r.ok]
     killed = sum(1 for r in rows if not r.must_pass and r.verdict == "killed")
+    unseen = [r for r in rows if r.verdict == "unseen"]
     clean = sum(1 for r in rows if r.must_pass and r.component is not None and r.verdict == "clean")
     same = sum(1 for r in rows if r.same_as_pytest and not r.error)
     for r in rows:
@@ -331,7 +366,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"class grade equal to the child's pytest report, with status ok, for {same} / {len(rows)} rows")
     print(f"every failure message readable (no hypothesis error; each failing property shows its smallest "
           f"example) for {readable} / {len(rows)} rows")
-    print(f"{killed} / {n_pitfalls} pitfalls killed inside their own component; "
+    if unseen:
+        print(f"{len(unseen)} pitfall(s) the course profile cannot see (its catalogue's UNSEEN): "
+              + "; ".join(f"{r.name} (needs {r.unseen})" for r in unseen))
+    print(f"{killed} / {n_pitfalls - len(unseen)} pitfalls killed inside their own component; "
           f"{clean} / {n_variations} allowed variations clean; "
           f"reference: {rows[0].verdict}; independent implementation: {rows[1].verdict}; "
           f"{elapsed:.0f} s wall time ({args.jobs} jobs)")

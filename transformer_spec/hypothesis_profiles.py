@@ -15,7 +15,7 @@ choice does not depend on the order in which plugins are configured.
 * ``thorough``: many more examples (500 per property, over twelve times ``dev``), for checking
   an implementation (or the suite) in depth; takes minutes.
 * ``mutation``: for running the whole suite once per broken copy of the reference
-  (mutmut; ``python -m tools.mutants --profile mutation``): few examples, derandomised, no example database and
+  (mutmut; ``python -m tools.mutants --hypothesis-profile mutation``): few examples, derandomised, no example database and
   no shrinking (``phases=[explicit, generate]``), so a killed mutant costs no time to shrink.
 
 All four have no deadline: torch's first call takes ~350 ms, over hypothesis's 200 ms

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from transformer_spec import profiles
 from transformer_spec.assertions import assert_close
 from transformer_spec.forbidden import oracle as torch_oracle
 from transformer_spec.inputs import ORACLE, generator, randn
@@ -53,6 +54,53 @@ def test_swiglu_matches_its_formula_with_torch_silu(impl):
     out = _module(impl.SwiGLU(d_model=12, d_ff=20), p)(x)
     expected = F.linear(F.silu(F.linear(x, p["w1.weight"])) * F.linear(x, p["w3.weight"]), p["w2.weight"])
     assert_close(out, expected, **TOL, what="SwiGLU(12, 20)(x) vs w2(silu(w1 x) * w3 x)", seed="Shazeer 2020, eq. 6")
+
+
+F32_TOL = {"rtol": 1e-4, "atol": 1e-5}  # a float32 module against its formula in float64
+
+
+def _float32(params: dict) -> dict:
+    return {k: v.float() for k, v in params.items()}
+
+
+@pytest.mark.component("gqa")
+def test_multi_head_attention_with_rope_in_float32_matches_its_formula(impl):
+    # As many kv heads as query heads (CS336's run_multihead_self_attention_with_rope), in float32 with
+    # positions of uneven gaps, so every profile expresses it: the output against the formula in float64
+    # from the same float32 weights; the weights too where the profile returns them. Projections applied as
+    # x @ W instead of x @ W.T, or positions that do not reach the rotation, fail it.
+    d, h, L = ORACLE.d, 3, ORACLE.lk
+    p = _float32(seeded_parameters(gqa_shapes(d, h, h), seed=77))
+    x = randn(ORACLE.b, L, d, seed=78).float()
+    mask = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)
+    positions = torch.tensor([0, 2, 3, 7, 8, 12, 13])[:L]
+    attn = set_parameters(impl.GroupedQueryAttention(d_model=d, num_heads=h,
+                                                     rope=impl.RotaryPositionEmbedding(d // h, 32)), p).eval()
+    out, weights = attn(x, mask, positions)
+    expected, expected_weights = formulas.gqa(x.double(), {k: v.double() for k, v in p.items()}, h, h, mask, positions)
+    where = f"GroupedQueryAttention({d}, num_heads={h}, rope) in float32, causal mask, positions {positions.tolist()}"
+    assert_close(out.double(), expected, **F32_TOL, what=f"{where}: output vs output_proj(softmax(rope(q) rope(k)^T / "
+                 f"sqrt({d // h})) v) in float64", seed="Vaswani et al. 2017, section 3.2.2; RoFormer eq. 34")
+    if profiles.expresses("weights"):
+        assert_close(weights.double(), expected_weights, **F32_TOL, what=f"{where}: weights")
+
+
+@pytest.mark.component("llama_block")
+def test_llama_block_in_float32_matches_its_formula(impl):
+    # The pre-norm block with as many kv heads as query heads, in float32 (CS336's run_transformer_block): a
+    # post-norm block, a residual taken from the normalised input, one norm used twice or a residual left out
+    # fails it.
+    p = _float32(seeded_parameters(llama_block_shapes(12, 3, 20, 3), seed=81))
+    x = randn(2, 6, 12, seed=82).float()
+    mask = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)
+    block = set_parameters(impl.LlamaBlock(d_model=12, num_heads=3, d_ff=20, max_len=32), p).eval()
+    out, weights = block(x, mask)
+    expected, expected_weights = formulas.llama_block(x.double(), {k: v.double() for k, v in p.items()}, 3, 3, mask)
+    where = "LlamaBlock(12, 3, 20) in float32 (x, causal mask)"
+    assert_close(out.double(), expected, **F32_TOL, what=f"{where}: h = x + attn(ln1(x)), out = h + ffn(ln2(h))",
+                 seed="Touvron et al. 2023 (pre-norm)")
+    if profiles.expresses("weights"):
+        assert_close(weights.double(), expected_weights, **F32_TOL, what=f"{where}: weights")
 
 
 @pytest.mark.component("gqa")
