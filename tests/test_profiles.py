@@ -116,8 +116,9 @@ def _cs336_repository(dest: Path, mistake: tuple[str, str] | None = None) -> Pat
 
 @pytest.mark.slow
 def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_their_functions(tmp_path):
-    """Issue 30: ``tools.grade --profile cs336`` grades a folder of repositories; each honest grade is
-    its ``pytest --profile cs336 --grade-json`` report test for test (issue 25's rule), and the feedback
+    """Issue 30: ``tools.grade --profile cs336`` grades a folder of repositories, and ``tools.grade single
+    --profile cs336`` one; each honest grade is its ``pytest --profile cs336 --grade-json`` report test for
+    test (issue 25's rule), and the feedback
     names the adapter functions the student wrote; a folder without the adapter file gets a row saying so."""
     from tools import grade
 
@@ -139,6 +140,12 @@ def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_the
             {t["name"]: (t["score"], t["status"]) for t in pytest_report["tests"]}, student
         assert batch["score"] == pytest_report["score"] == (score if score is not None else batch["score"])
     assert json.loads((out / "students" / "bob" / "results.json").read_text())["score"] < 100
+    # the single grader (Gradescope's run_autograder) gives the same repository the same grade
+    single = tmp_path / "bob-single.json"
+    assert grade.main(["single", str(folder / "bob"), "--results-json", str(single), "--profile", "cs336",
+                       "--no-progress"]) == 0
+    assert {t["name"]: (t["score"], t["status"]) for t in json.loads(single.read_text())["tests"]} == \
+        {t["name"]: (t["score"], t["status"]) for t in json.loads((tmp_path / "bob.json").read_text())["tests"]}
     feedback = (out / "students" / "bob" / "feedback.md").read_text()
     assert "## attention (run_scaled_dot_product_attention): " in feedback, feedback
     assert "| gqa (run_multihead_self_attention, run_multihead_self_attention_with_rope) |" in feedback
