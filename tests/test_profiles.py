@@ -82,7 +82,7 @@ def test_a_profile_implies_its_track_and_refuses_another():
 
 
 def test_an_unknown_profile_and_a_repository_without_adapters_get_one_line_errors(tmp_path):
-    with pytest.raises(ValueError, match="--profile must be one of contract, cs336, got 'cs999'"):
+    with pytest.raises(ValueError, match="--profile must be one of contract, cs336 or a profile's .py file, got 'cs999'"):
         profiles.get("cs999")
     (tmp_path / "empty_repo").mkdir()
     proc, results = _grade(tmp_path, tmp_path / "empty_repo")

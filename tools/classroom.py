@@ -171,7 +171,7 @@ def build(out: Path, args: argparse.Namespace, grader_repo: str | None, grader_r
         raise ClassroomError(f"--github-classroom {out}: {WORKFLOW.as_posix()} already exists; remove it or pass "
                              "--force to overwrite it")
     try:
-        settings = settings_of(args)  # a bad rubric or test path fails now, not in every student's repository
+        settings = settings_of(args, bundle=True)  # a bad rubric or test path fails now, not in every student's repository
     except GradeError as exc:
         raise ClassroomError(str(exc)) from None
     points = component_points(args.rubric or settings.profile_object().rubric, settings.track)

@@ -222,7 +222,7 @@ def build(out: Path, args: argparse.Namespace, force: bool = False) -> list[str]
     require_clone()
     out = _check_out(Path(out), force)
     try:
-        settings_of(args)  # a bad rubric or test path fails now, not on Gradescope
+        settings_of(args, bundle=True)  # a bad rubric or test path fails now, not on Gradescope
     except GradeError as exc:
         raise BundleError(str(exc)) from None
     grade_args = settings_arguments(args)

@@ -186,7 +186,7 @@ def build(out: Path, args: argparse.Namespace, image: str = DEFAULT_IMAGE, force
     if not image or any(c.isspace() for c in image):
         raise gradescope_bundle.BundleError(f"--image {image!r}: not a Docker image name")
     try:
-        settings_of(args)  # a bad rubric or test path fails now, not in PrairieLearn
+        settings_of(args, bundle=True)  # a bad rubric or test path fails now, not in PrairieLearn
     except GradeError as exc:
         raise gradescope_bundle.BundleError(str(exc)) from None
     timeout = _timeout(args)

@@ -357,8 +357,9 @@ def load(target: str | None = None, *, require_contract: bool = False, profile=N
 
     ``require_contract``: a module that defines none of the contract's names (an empty file, the
     wrong file) is an error too (the graded run's choice: nothing in it can earn a point).
-    ``profile`` (a :class:`transformer_spec.profiles.Profile` with an adapter file): ``target`` is a
-    course's repository, reached through that file (:func:`_load_through`).
+    ``profile`` (a :class:`transformer_spec.profiles.Profile`): with an adapter file, ``target`` is a
+    course's repository, reached through that file (:func:`_load_through`); with only a ``build``,
+    ``target`` is loaded as any submission and ``build`` maps its names onto the contract's.
     """
     target = resolve_target(target)
     if profile is not None and profile.adapter is not None:
@@ -368,6 +369,12 @@ def load(target: str | None = None, *, require_contract: bool = False, profile=N
     except BaseException as exc:  # noqa: BLE001 - whatever a submission raises is reported, not propagated
         return Submission(target, None, describe_import_failure(target, exc), how_to_fix(target, exc),
                           kind_of_import_failure(exc))
+    if profile is not None and profile.build is not None:  # the course's names, mapped onto the contract's
+        try:
+            module = profile.build(module)
+        except BaseException as exc:  # noqa: BLE001 - what the submission's names raise is reported
+            return Submission(target, None, describe_import_failure(target, exc), how_to_fix(target, exc),
+                              kind_of_import_failure(exc))
     if require_contract and _defines_none(module):
         top_level = contract.top_level()
         where = getattr(module, "__file__", None) or target

@@ -356,7 +356,11 @@ def assert_accepts(valid, what: str, names=()) -> None:
 
 def assert_raises_naming(fn, *names, what, valid):
     """``fn()`` must raise ValueError (or TypeError) whose message mentions one of ``names``, and
-    ``valid`` (see :func:`assert_accepts`), the same call with valid arguments, must not."""
+    ``valid`` (see :func:`assert_accepts`), the same call with valid arguments, must not. Under a
+    profile that renames arguments, the course's name of an argument counts as naming it."""
+    from . import profiles
+
+    names = profiles.current().argument_names_of(names)
     assert_accepts(valid, what, names)
     try:
         fn()

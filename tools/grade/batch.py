@@ -55,7 +55,8 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
         if e.note:
             print(f"warning: {e.note}", file=sys.stderr)
     class_files = folder_hashes(submissions)
-    suite = Suite()
+    course = settings.profile_object()
+    suite = Suite(course_profile=course.origin)
     config = {"fingerprint": settings.fingerprint(suite.sha256), "shard": list(shard)}
     state = out / STATE_DIR
     output = Output(out)

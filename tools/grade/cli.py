@@ -29,6 +29,15 @@ def _shard(text: str) -> tuple[int, int]:
     return k, n
 
 
+def profile_name(text: str) -> str:
+    """``--profile``: a shipped profile's name, or a profile file (checked now, kept as its absolute path)."""
+    try:
+        profile = profiles.get(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--profile ")) from None
+    return profile.origin or profile.name
+
+
 def add_settings_arguments(p: argparse.ArgumentParser, coverage: bool = True) -> None:
     """What a grading is run with (the class grader and the single grader share them)."""
     p.add_argument("--rubric", type=Path, default=None,
@@ -36,10 +45,11 @@ def add_settings_arguments(p: argparse.ArgumentParser, coverage: bool = True) ->
     p.add_argument("--track", choices=tracks.names(), default=None,
                    help=f"the track graded (default {tracks.DEFAULT}, or the profile's; modern: the Llama-style decoder, "
                         "docs/contract.md)")
-    p.add_argument("--profile", choices=profiles.names(), default=profiles.DEFAULT,
+    p.add_argument("--profile", type=profile_name, default=profiles.DEFAULT, metavar="NAME_OR_FILE",
                    help=f"the API the submissions are written to (default {profiles.DEFAULT}: the contract's own names; "
                         "cs336: a Stanford CS336 assignment-1 repository, reached through its tests/adapters.py; "
-                        "docs/adapters.md); a profile implies its track and its rubric")
+                        "or a course's own profile, a .py file defining PROFILE; docs/adapters.md); a profile "
+                        "implies its track and its rubric")
     if coverage:
         p.add_argument("--coverage", action="store_true",
                        help="HTML coverage of each submission in students/<id>/coverage/")
@@ -107,10 +117,16 @@ def profile_and_track(args: argparse.Namespace) -> tuple[profiles.Profile, str]:
     return profile, profile.track or args.track or tracks.DEFAULT
 
 
-def settings_of(args: argparse.Namespace) -> Settings:
-    """The settings the arguments ask for; a bad rubric or test path is a GradeError saying which."""
+def settings_of(args: argparse.Namespace, bundle: bool = False) -> Settings:
+    """The settings the arguments ask for; a bad rubric or test path is a GradeError saying which.
+    ``bundle``: for a platform's files, which carry a shipped profile only (a profile of one's own is refused)."""
     profile, track = profile_and_track(args)
+    if bundle and profile.origin:
+        raise GradeError(f"--profile {args.profile}: the platforms' files take a shipped profile "
+                         f"({', '.join(profiles.names())}); grade with a profile of one's own by `python -m tools.grade`")
     rubric = None
+    if args.rubric is None and profile.origin and profile.rubric is not None:
+        args.rubric = Path(profile.rubric)  # a profile file's rubric lies outside the sandbox: it goes in as text
     if args.rubric is not None:
         from transformer_spec import rubric as rubrics
 
@@ -125,7 +141,7 @@ def settings_of(args: argparse.Namespace) -> Settings:
                              "under spec_tests/ or properties/)")
     limits = Limits(args.time_limit, args.test_timeout, args.wall, args.memory_mb, args.threads, args.max_output_mb)
     return Settings(list(args.tests), rubric, limits, getattr(args, "coverage", False), not args.no_rechecks,
-                    "none" if args.no_sandbox else args.sandbox, track=track, profile=profile.name)
+                    "none" if args.no_sandbox else args.sandbox, track=track, profile=profile.origin or profile.name)
 
 
 def sandbox_line(settings: Settings) -> str:

@@ -105,7 +105,7 @@ def _run_child(ctx: Context, target: Path, sandbox: Path, runs: list[tuple[str, 
                     extra={"seed": ctx.seed, "rechecks": [n for n, m in runs if m == SECRET],
                            "public": [n for n, m in runs if m == PUBLIC], "threads": lim.threads,
                            "forbidden": list(ctx.rubric.forbidden), "seconds_each": min(30.0, wall),
-                           "profile": ctx.settings.profile},
+                           "profile": ctx.profile_arg(sandbox)},
                     wall=wall)
     got: dict[tuple[str, str], dict] = {}
     done = False

@@ -23,8 +23,13 @@ class Suite:
     """The suite's files, read once into memory at the start (a submission that edits the
     repository cannot change what later submissions are graded with)."""
 
-    def __init__(self, root: Path = REPO):
+    #: the folder of a sandbox that holds a profile of one's own (``--profile FILE``): both children see it
+    COURSE_PROFILE = "course_profile"
+
+    def __init__(self, root: Path = REPO, course_profile: str | None = None):
         self.files: dict[str, bytes] = {}
+        #: a profile of one's own, (its file's name, its bytes), read once as the suite is
+        self.course_profile = (Path(course_profile).name, Path(course_profile).read_bytes()) if course_profile else None
         for name in SUITE:
             p = root / name
             if name in _MADE_OUTSIDE_A_CLONE and not p.exists():  # an installed wheel has no root files
@@ -36,6 +41,8 @@ class Suite:
         h = hashlib.sha256()
         for k in sorted(self.files):
             h.update(k.encode() + b"\0" + self.files[k] + b"\0")
+        if self.course_profile:
+            h.update(b"course profile\0" + self.course_profile[0].encode() + b"\0" + self.course_profile[1])
         self.sha256 = h.hexdigest()
 
     def write(self, dest: Path) -> None:
@@ -97,7 +104,14 @@ class Context:
         """What a child of the student in ``sandbox`` sees: ``readonly``, the parent's shared files, ``work``."""
         shared = (self.diagnosis_table,) if self.diagnosis_table is not None else ()
         rubric_file = (sandbox / "rubric.toml",) if (sandbox / "rubric.toml").exists() else ()
-        return View(readonly=(*readonly, *rubric_file, *shared), work=work, writable=writable)
+        course = (sandbox / Suite.COURSE_PROFILE,) if self.suite.course_profile else ()
+        return View(readonly=(*readonly, *rubric_file, *course, *shared), work=work, writable=writable)
+
+    def profile_arg(self, sandbox: Path) -> str:
+        """``--profile`` of a child of ``sandbox``: the profile's name, or its file's copy in the sandbox."""
+        if self.suite.course_profile:
+            return str(sandbox / Suite.COURSE_PROFILE / self.suite.course_profile[0])
+        return self.settings.profile
 
 
 def pytest_cmd(ctx: Context, sandbox: Path, impl: str, collect_only: bool = False) -> list[str]:
@@ -109,7 +123,7 @@ def pytest_cmd(ctx: Context, sandbox: Path, impl: str, collect_only: bool = Fals
            "-s", "-q", "--tb=no", "--no-header", "-o", "console_output_style=classic",
            "--basetemp", str(sandbox / "work" / "pytest"), "--impl", impl, "--grading",
            "--time-limit", f"{lim.time_limit:g}", "--timeout", f"{lim.test_timeout:g}",
-           "--torch-threads", str(lim.threads), "--track", s.track, "--profile", s.profile]
+           "--torch-threads", str(lim.threads), "--track", s.track, "--profile", ctx.profile_arg(sandbox)]
     if s.rubric is not None:
         cmd += ["--rubric", str(sandbox / "rubric.toml")]
     if s.hypothesis_profile is not None:
@@ -126,6 +140,10 @@ def new_sandbox(ctx: Context, name: str) -> Path:
     ctx.suite.write(sandbox / "suite")
     if ctx.settings.rubric is not None:
         (sandbox / "rubric.toml").write_text(ctx.settings.rubric)
+    if ctx.suite.course_profile:
+        name, data = ctx.suite.course_profile
+        (sandbox / Suite.COURSE_PROFILE).mkdir()
+        (sandbox / Suite.COURSE_PROFILE / name).write_bytes(data)
     (sandbox / "sub").mkdir()
     (sandbox / "work" / "tmp").mkdir(parents=True)
     return sandbox

@@ -11,12 +11,18 @@ and earns nothing), and the run says once how many tests were left out and why
 lacks nothing and builds nothing: the submission defines the contract's names itself.
 
 Choose one with ``pytest --profile NAME`` (or ``$TRANSFORMER_SPEC_PROFILE``). A profile belongs to
-one track (:attr:`Profile.track`): its names are that track's.
+one track (:attr:`Profile.track`): its names are that track's. A course's own profile is a Python file
+that defines ``PROFILE``; ``--profile path/to/file.py`` chooses it (:func:`from_file`; docs/adapters.md,
+"A profile of one's own").
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import importlib.util
 import os
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,14 +63,20 @@ class Profile:
     track: str
     lacks: frozenset[str] = frozenset()
     #: the file, relative to the submission's folder, that defines the course's functions (None: the
-    #: submission itself defines the contract's names)
+    #: submission itself is the course's module, loaded as any submission)
     adapter: str | None = None
-    #: the course's module -> a module of contract names (None: the submission is used as it is)
+    #: the course's module -> a module of contract names (None: the submission is used as it is, and
+    #: defines the contract's names itself)
     build: Callable[[ModuleType], ModuleType] | None = field(default=None, compare=False)
     #: its default rubric (None: the track's)
     rubric: Path | None = None
     #: component -> the course's functions that reach it (what a student's feedback names beside the component)
     functions: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+    #: the contract's argument identifiers the course renamed -> its own: a law that a bad argument's error
+    #: names it accepts either (:meth:`argument_names_of`)
+    renamed_arguments: dict[str, str] = field(default_factory=dict, compare=False)
+    #: the file that defined it, for a profile of one's own (None: a shipped profile, chosen by name)
+    origin: str | None = field(default=None, compare=False)
 
     def label(self, component: str) -> str:
         """``component`` as a student of this course reads it: with the functions they wrote for it."""
@@ -72,8 +84,17 @@ class Profile:
         return f"{component} ({', '.join(names)})" if names else component
 
     def rerun(self) -> str:
-        """What a re-run command adds to choose this profile ('' for the contract's own names)."""
+        """What a re-run command adds to choose this profile ('' for the contract's own names); a profile
+        of one's own is named by its file's name, the file the course hands its students."""
+        if self.origin:
+            return f" --profile {Path(self.origin).name}"
         return "" if self.name == DEFAULT else f" --profile {self.name}"
+
+    def argument_names_of(self, names: Iterable[str]) -> tuple[str, ...]:
+        """``names`` (the contract's argument identifiers) and, after them, the course's own for the
+        ones it renamed: what an error message about that argument may name."""
+        names = tuple(names)
+        return names + tuple(self.renamed_arguments[n] for n in names if n in self.renamed_arguments)
 
     def applies_to(self, needs: Iterable[str]) -> list[str]:
         """The capabilities among ``needs`` this profile lacks (empty: the test applies)."""
@@ -91,15 +112,69 @@ def names() -> tuple[str, ...]:
     return tuple(p.name for p in _profiles())
 
 
+def is_file(name: str) -> bool:
+    """Whether ``--profile name`` names a file (a profile of one's own) rather than a shipped profile."""
+    return name.endswith(".py") or os.sep in name or "/" in name
+
+
 def get(name: str | None, what: str = "--profile") -> Profile:
-    """The profile called ``name`` (None: ``$TRANSFORMER_SPEC_PROFILE``, else the default); an unknown
-    name is a ``ValueError`` naming ``what`` and the known profiles."""
+    """The profile called ``name`` (None: ``$TRANSFORMER_SPEC_PROFILE``, else the default), or the one a
+    file defines (:func:`from_file`); an unknown name is a ``ValueError`` naming ``what`` and the known
+    profiles."""
     if name is None:
         name = os.environ.get(ENV_VAR) or DEFAULT
     for p in _profiles():
         if p.name == name:
             return p
-    raise ValueError(f"{what} must be one of {', '.join(names())}, got {name!r}")
+    if is_file(name):
+        return from_file(name, what)
+    raise ValueError(f"{what} must be one of {', '.join(names())} or a profile's .py file, got {name!r}")
+
+
+_FILES: dict[str, Profile] = {}  # a profile file's resolved path -> its profile, loaded once a process
+
+
+def from_file(path: str, what: str = "--profile") -> Profile:
+    """The ``PROFILE`` that the Python file ``path`` defines: a course's profile of its own. Every
+    mistake in it is a ``ValueError`` of one line naming ``what`` and the fix."""
+    file = Path(path).expanduser()
+    hint = "(docs/adapters.md, 'A profile of one's own')"
+    if not file.is_file():
+        raise ValueError(f"{what} {path}: no such file; give {', '.join(names())} or a .py file that defines PROFILE {hint}")
+    key = str(file.resolve())
+    if key in _FILES:
+        return _FILES[key]
+    module_name = f"transformer_spec_course_profile_{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the course's file: its error in one line, not a traceback
+        del sys.modules[module_name]
+        raise ValueError(f"{what} {path}: importing it failed: {type(exc).__name__}: {exc}") from None
+    profile = getattr(module, "PROFILE", None)
+    if not isinstance(profile, Profile):
+        raise ValueError(f"{what} {path}: it must define PROFILE = transformer_spec.profiles.Profile(...) {hint}")
+    from .. import tracks
+
+    problems = []
+    if profile.name in names():
+        problems.append(f"its name {profile.name!r} is a shipped profile's; choose another")
+    if profile.track not in tracks.names():
+        problems.append(f"its track must be one of {', '.join(tracks.names())}, got {profile.track!r}")
+    unknown = sorted(set(profile.lacks) - set(CAPABILITIES))
+    if unknown:
+        problems.append(f"lacks names no capability: {', '.join(unknown)} (the capabilities: CAPABILITIES in "
+                        "transformer_spec/profiles/__init__.py)")
+    if profile.adapter is not None and profile.build is None:
+        problems.append("an adapter file needs a build function (the course's names -> the contract's)")
+    if profile.rubric is not None and not Path(profile.rubric).is_file():
+        problems.append(f"its rubric {profile.rubric} is no file")
+    if problems:
+        raise ValueError(f"{what} {path}: " + "; ".join(problems))
+    _FILES[key] = profile = dataclasses.replace(profile, origin=key)
+    return profile
 
 
 _RUNS: list[Profile] = []  # the profiles of the pytest runs in this process, innermost last
