@@ -114,6 +114,23 @@ def _cs336_repository(dest: Path, mistake: tuple[str, str] | None = None) -> Pat
     return dest
 
 
+def test_an_adapter_file_with_relative_imports_loads_as_the_courses_tests_package_does(tmp_path):
+    """The handout's tests import ``tests.adapters`` as a module of the ``tests`` package, so an adapter
+    file may import its neighbours relatively (a real repository did: it scored 0 before the profile
+    loaded the file as a package's module)."""
+    repo = _cs336_repository(tmp_path / "repo")
+    (repo / "tests" / "__init__.py").write_text("")
+    (repo / "tests" / "_helper.py").write_text("def identity(t):\n    return t\n")
+    adapters = repo / "tests" / "adapters.py"
+    adapters.write_text(adapters.read_text() + (
+        "\nfrom ._helper import identity  # noqa: E402 - relative, as the course's tests package allows\n\n"
+        "_rmsnorm = run_rmsnorm  # noqa: F821\n\n\n"
+        "def run_rmsnorm(d_model, eps, weights, in_features):\n"
+        "    return identity(_rmsnorm(d_model, eps, weights, in_features))\n"))
+    proc, results = _grade(tmp_path, repo)
+    assert results["score"] == pytest.approx(100.0), proc.stdout[-3000:]
+
+
 @pytest.mark.slow
 def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_their_functions(tmp_path):
     """Issue 30: ``tools.grade --profile cs336`` grades a folder of repositories, and ``tools.grade single

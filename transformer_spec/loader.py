@@ -241,6 +241,24 @@ def _run_as_module(module: ModuleType, path: Path, run: Callable[[ModuleType], o
     return module
 
 
+def _import_adapter(adapter: Path) -> ModuleType:
+    """A course's adapter file as a module of the package its folder makes (the course's own tests
+    import it as ``tests.adapters``), under a name unique to the folder, so that its relative imports
+    (``from .common import ...``) resolve as they do there."""
+    folder = adapter.parent
+    package = _module_name_for(folder)
+    init = folder / "__init__.py"
+    if init.is_file():
+        spec = importlib.util.spec_from_file_location(package, init, submodule_search_locations=[str(folder)])
+        _run_as_module(importlib.util.module_from_spec(spec), folder, spec.loader.exec_module)
+    else:  # a namespace package, as Python makes of a folder without __init__.py
+        module = ModuleType(package)
+        module.__path__ = [str(folder)]
+        _run_as_module(module, folder, lambda m: None)
+    spec = importlib.util.spec_from_file_location(f"{package}.{adapter.stem}", adapter)
+    return _run_as_module(importlib.util.module_from_spec(spec), adapter, spec.loader.exec_module)
+
+
 def _import(target: str) -> ModuleType:
     if _is_path(target):
         return _import_from_path(target)
@@ -400,7 +418,8 @@ def _load_through(profile, target: str) -> Submission:
     if str(root) not in sys.path:
         sys.path.append(str(root))
     try:
-        api = _import_from_path(str(adapter))
+        refuse_outside_symlinks(adapter)
+        api = _import_adapter(adapter.resolve())
     except BaseException as exc:  # noqa: BLE001 - reported, as for any submission
         return Submission(target, None, describe_import_failure(str(adapter), exc), how_to_fix(str(adapter), exc),
                           kind_of_import_failure(exc))

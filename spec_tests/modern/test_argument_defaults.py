@@ -37,7 +37,7 @@ def test_llama_block_defaults_are_max_len_2048_theta_10000_eps_1e_5(impl):
     x = randn(1, 4, 8, seed=5)
     positions = torch.tensor([0, 9, 1000, 2047])  # the last position default max_len=2048 allows
     with torch.no_grad():
-        got, expected = block(x, None, positions), explicit(x, None, positions)
+        got, expected = block(x.clone(), None, positions), explicit(x.clone(), None, positions)
     where = "LlamaBlock(8, 2, 16) vs LlamaBlock(8, 2, 16, max_len=2048, theta=10000.0, eps=1e-5), positions [0, 9, 1000, 2047]"
     assert_close(got[0], expected[0], **SAME, what=f"{where}: output")
     with pytest.raises((ValueError, TypeError)) as info:

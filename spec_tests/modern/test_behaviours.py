@@ -149,7 +149,7 @@ def test_llama_block_rotates_by_the_positions_given(impl):
     block = set_parameters(impl.LlamaBlock(8, 2, 12, max_len=64, theta=500.0, eps=1e-3).double(), p)
     x = randn(2, 4, 8, seed=18)
     positions = torch.tensor([31, 7, 0, 63])
-    out, weights = block(x, None, positions)
+    out, weights = block(x.clone(), None, positions)
     exp_out, exp_w = formulas.llama_block(x, p, 2, 2, None, positions, theta=500.0, eps=1e-3)
     where = "LlamaBlock(8, 2, 12, max_len=64, theta=500, eps=1e-3)(x, positions=[31, 7, 0, 63])"
     assert_close(weights, exp_w, **formulas.ROPE_TOL, what=f"{where}: weights")

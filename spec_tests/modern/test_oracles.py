@@ -76,11 +76,29 @@ def test_multi_head_attention_with_rope_in_float32_matches_its_formula(impl):
     positions = torch.tensor([0, 2, 3, 7, 8, 12, 13])[:L]
     attn = set_parameters(impl.GroupedQueryAttention(d_model=d, num_heads=h,
                                                      rope=impl.RotaryPositionEmbedding(d // h, 32)), p).eval()
-    out, weights = attn(x, mask, positions)
+    out, weights = attn(x.clone(), mask, positions)  # a copy: an in-place update of it is the module's own affair
     expected, expected_weights = formulas.gqa(x.double(), {k: v.double() for k, v in p.items()}, h, h, mask, positions)
     where = f"GroupedQueryAttention({d}, num_heads={h}, rope) in float32, causal mask, positions {positions.tolist()}"
     assert_close(out.double(), expected, **F32_TOL, what=f"{where}: output vs output_proj(softmax(rope(q) rope(k)^T / "
                  f"sqrt({d // h})) v) in float64", seed="Vaswani et al. 2017, section 3.2.2; RoFormer eq. 34")
+    if profiles.expresses("weights"):
+        assert_close(weights.double(), expected_weights, **F32_TOL, what=f"{where}: weights")
+
+
+@pytest.mark.component("gqa")
+def test_multi_head_attention_without_rope_in_float32_matches_its_formula(impl):
+    # rope=None (CS336's run_multihead_self_attention), as many kv heads as query heads, in float32: the
+    # output against the formula in float64 from the same float32 weights; the weights where expressed.
+    d, h, L = ORACLE.d, 3, ORACLE.lk
+    p = _float32(seeded_parameters(gqa_shapes(d, h, h), seed=135))
+    x = randn(ORACLE.b, L, d, seed=136).float()
+    mask = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)
+    attn = set_parameters(impl.GroupedQueryAttention(d_model=d, num_heads=h), p).eval()
+    out, weights = attn(x.clone(), mask)
+    expected, expected_weights = formulas.gqa(x.double(), {k: v.double() for k, v in p.items()}, h, h, mask, rope=False)
+    where = f"GroupedQueryAttention({d}, num_heads={h}) without rope in float32, causal mask"
+    assert_close(out.double(), expected, **F32_TOL, what=f"{where}: output vs output_proj(softmax(q k^T / "
+                 f"sqrt({d // h})) v) in float64", seed="Vaswani et al. 2017, section 3.2.2")
     if profiles.expresses("weights"):
         assert_close(weights.double(), expected_weights, **F32_TOL, what=f"{where}: weights")
 
@@ -94,13 +112,27 @@ def test_llama_block_in_float32_matches_its_formula(impl):
     x = randn(2, 6, 12, seed=82).float()
     mask = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)
     block = set_parameters(impl.LlamaBlock(d_model=12, num_heads=3, d_ff=20, max_len=32), p).eval()
-    out, weights = block(x, mask)
+    out, weights = block(x.clone(), mask)  # a copy: `x += ...` inside the block must not change the formula's x
     expected, expected_weights = formulas.llama_block(x.double(), {k: v.double() for k, v in p.items()}, 3, 3, mask)
     where = "LlamaBlock(12, 3, 20) in float32 (x, causal mask)"
     assert_close(out.double(), expected, **F32_TOL, what=f"{where}: h = x + attn(ln1(x)), out = h + ffn(ln2(h))",
                  seed="Touvron et al. 2023 (pre-norm)")
     if profiles.expresses("weights"):
         assert_close(weights.double(), expected_weights, **F32_TOL, what=f"{where}: weights")
+
+
+@pytest.mark.component("minillama")
+def test_minillama_in_float32_matches_its_formula(impl):
+    # As many kv heads as query heads, in float32 (CS336's run_transformer_lm), so every profile expresses it:
+    # the logits against the formula in float64 from the same float32 weights. Scaled embeddings, a final norm
+    # left out or taken from the embeddings, or layers given other positions fail it.
+    p = _float32(minillama_parameters(17, 12, 2, 3, 20, seed=133, num_kv_heads=3))
+    tokens = torch.randint(0, 17, (2, 9), generator=generator(134))
+    model = set_parameters(impl.MiniLlama(17, d_model=12, num_layers=2, num_heads=3, d_ff=20, max_len=16), p).eval()
+    logits, _ = model(tokens)
+    assert_close(logits.double(), formulas.minillama(tokens, {k: v.double() for k, v in p.items()}, 2, 3, 3),
+                 **F32_TOL, what="MiniLlama(17, d_model=12, 2 layers, 3 heads) in float32: logits vs "
+                                 "lm_head(ln_final(layers(token_embeddings(tokens)))) in float64, causal, positions 0..L-1")
 
 
 @pytest.mark.component("gqa")
@@ -146,7 +178,7 @@ def test_llama_block_matches_its_formula(impl):
     x = randn(2, 6, 12, seed=80)
     mask = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)
     block = _module(impl.LlamaBlock(d_model=12, num_heads=3, d_ff=20, num_kv_heads=1, max_len=32), p)
-    out, weights = block(x, mask)
+    out, weights = block(x.clone(), mask)
     expected, expected_weights = formulas.llama_block(x, p, 3, 1, mask)
     where = "LlamaBlock(12, 3, 20, num_kv_heads=1)(x, causal mask)"
     assert_close(weights, expected_weights, **ROPE_TOL, what=f"{where}: weights, softmax(rope(q) rope(k)^T / sqrt(4))")

@@ -50,6 +50,8 @@ CAPABILITIES: dict[str, str] = {
     "errors": "constructor arguments checked by the submission (the profile constructs the modules)",
     "causal_mask": "a causal_mask function of the submission's own",
     "generate": "generation (MiniLlama.generate)",
+    "submodules": "a model computed by its own submodules (a course's model function need not call its layer "
+                  "functions: composing those would grade them, not the model)",
 }
 
 

@@ -30,7 +30,8 @@ import torch.nn as nn
 from . import Profile
 
 LACKS = frozenset({"weights", "scale", "blocked_rows", "mask", "non_causal", "gqa", "block_positions", "eps",
-                   "parameters", "names", "default_positions", "float64", "errors", "causal_mask", "generate"})
+                   "parameters", "names", "default_positions", "float64", "errors", "causal_mask", "generate",
+                   "submodules"})
 
 #: the adapter functions the profile calls, by the component each one is graded in (what a student's
 #: feedback names beside the component)
