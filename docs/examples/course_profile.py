@@ -26,7 +26,7 @@ from types import ModuleType
 
 import torch
 
-from transformer_spec.profiles import Profile
+from transformer_spec.profiles import Profile, contract_module
 
 
 def build(course: ModuleType) -> ModuleType:
@@ -65,10 +65,7 @@ def build(course: ModuleType) -> ModuleType:
 
         names["MiniGPT"] = MiniGPT
 
-    module = ModuleType(f"course_profile_of_{getattr(course, '__name__', 'submission')}")
-    module.__file__ = getattr(course, "__file__", None)
-    module.__dict__.update(names)
-    return module
+    return contract_module(names, course, "renamed_classic")
 
 
 PROFILE = Profile(

@@ -63,44 +63,39 @@ def _float32(params: dict) -> dict:
     return {k: v.float() for k, v in params.items()}
 
 
-@pytest.mark.component("gqa")
-def test_multi_head_attention_with_rope_in_float32_matches_its_formula(impl):
-    # As many kv heads as query heads (CS336's run_multihead_self_attention_with_rope), in float32 with
-    # positions of uneven gaps, so every profile expresses it: the output against the formula in float64
-    # from the same float32 weights; the weights too where the profile returns them. Projections applied as
-    # x @ W instead of x @ W.T, or positions that do not reach the rotation, fail it.
+def _multi_head_attention_in_float32(impl, rope: bool, positions, seed: int) -> None:
+    """As many kv heads as query heads, in float32, so every profile expresses it: the output against the
+    formula in float64 from the same float32 weights; the weights too where the profile returns them."""
     d, h, L = ORACLE.d, 3, ORACLE.lk
-    p = _float32(seeded_parameters(gqa_shapes(d, h, h), seed=77))
-    x = randn(ORACLE.b, L, d, seed=78).float()
+    p = _float32(seeded_parameters(gqa_shapes(d, h, h), seed=seed))
+    x = randn(ORACLE.b, L, d, seed=seed + 1).float()
     mask = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)
-    positions = torch.tensor([0, 2, 3, 7, 8, 12, 13])[:L]
-    attn = set_parameters(impl.GroupedQueryAttention(d_model=d, num_heads=h,
-                                                     rope=impl.RotaryPositionEmbedding(d // h, 32)), p).eval()
+    attn = set_parameters(impl.GroupedQueryAttention(
+        d_model=d, num_heads=h, rope=impl.RotaryPositionEmbedding(d // h, 32) if rope else None), p).eval()
     out, weights = attn(x.clone(), mask, positions)  # a copy: an in-place update of it is the module's own affair
-    expected, expected_weights = formulas.gqa(x.double(), {k: v.double() for k, v in p.items()}, h, h, mask, positions)
-    where = f"GroupedQueryAttention({d}, num_heads={h}, rope) in float32, causal mask, positions {positions.tolist()}"
-    assert_close(out.double(), expected, **F32_TOL, what=f"{where}: output vs output_proj(softmax(rope(q) rope(k)^T / "
-                 f"sqrt({d // h})) v) in float64", seed="Vaswani et al. 2017, section 3.2.2; RoFormer eq. 34")
+    expected, expected_weights = formulas.gqa(x.double(), {k: v.double() for k, v in p.items()}, h, h, mask, positions,
+                                              rope=rope)
+    where = (f"GroupedQueryAttention({d}, num_heads={h}"
+             + (f", rope) in float32, causal mask, positions {positions.tolist()}" if rope else
+                ") without rope in float32, causal mask"))
+    score = "softmax(rope(q) rope(k)^T" if rope else "softmax(q k^T"
+    assert_close(out.double(), expected, **F32_TOL, what=f"{where}: output vs output_proj({score} / sqrt({d // h})) v) "
+                 "in float64", seed="Vaswani et al. 2017, section 3.2.2" + ("; RoFormer eq. 34" if rope else ""))
     if profiles.expresses("weights"):
         assert_close(weights.double(), expected_weights, **F32_TOL, what=f"{where}: weights")
+
+
+@pytest.mark.component("gqa")
+def test_multi_head_attention_with_rope_in_float32_matches_its_formula(impl):
+    # CS336's run_multihead_self_attention_with_rope, with positions of uneven gaps. Projections applied as
+    # x @ W instead of x @ W.T, or positions that do not reach the rotation, fail it.
+    _multi_head_attention_in_float32(impl, True, torch.tensor([0, 2, 3, 7, 8, 12, 13])[:ORACLE.lk], seed=77)
 
 
 @pytest.mark.component("gqa")
 def test_multi_head_attention_without_rope_in_float32_matches_its_formula(impl):
-    # rope=None (CS336's run_multihead_self_attention), as many kv heads as query heads, in float32: the
-    # output against the formula in float64 from the same float32 weights; the weights where expressed.
-    d, h, L = ORACLE.d, 3, ORACLE.lk
-    p = _float32(seeded_parameters(gqa_shapes(d, h, h), seed=135))
-    x = randn(ORACLE.b, L, d, seed=136).float()
-    mask = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)
-    attn = set_parameters(impl.GroupedQueryAttention(d_model=d, num_heads=h), p).eval()
-    out, weights = attn(x.clone(), mask)
-    expected, expected_weights = formulas.gqa(x.double(), {k: v.double() for k, v in p.items()}, h, h, mask, rope=False)
-    where = f"GroupedQueryAttention({d}, num_heads={h}) without rope in float32, causal mask"
-    assert_close(out.double(), expected, **F32_TOL, what=f"{where}: output vs output_proj(softmax(q k^T / "
-                 f"sqrt({d // h})) v) in float64", seed="Vaswani et al. 2017, section 3.2.2")
-    if profiles.expresses("weights"):
-        assert_close(weights.double(), expected_weights, **F32_TOL, what=f"{where}: weights")
+    # rope=None: CS336's run_multihead_self_attention.
+    _multi_head_attention_in_float32(impl, False, None, seed=135)
 
 
 @pytest.mark.component("llama_block")

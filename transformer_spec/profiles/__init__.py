@@ -103,6 +103,15 @@ class Profile:
         return sorted(set(needs) & self.lacks)
 
 
+def contract_module(names: dict, course: ModuleType, profile: str) -> ModuleType:
+    """What a profile's ``build`` returns: a module holding ``names`` (the contract's names, mapped onto
+    the course's module ``course``), whose file is the course's (the student's, in messages)."""
+    module = ModuleType(f"{profile}_profile_of_{getattr(course, '__name__', 'submission')}")
+    module.__file__ = getattr(course, "__file__", None)
+    module.__dict__.update(names)
+    return module
+
+
 def _profiles() -> tuple[Profile, ...]:
     from . import cs336  # the course profiles, each in its own module
 

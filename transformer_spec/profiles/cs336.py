@@ -27,7 +27,7 @@ from types import ModuleType
 import torch
 import torch.nn as nn
 
-from . import Profile
+from . import Profile, contract_module
 
 LACKS = frozenset({"weights", "scale", "blocked_rows", "mask", "non_causal", "gqa", "block_positions", "eps",
                    "parameters", "names", "default_positions", "float64", "errors", "causal_mask", "generate",
@@ -208,10 +208,7 @@ def build(api: ModuleType) -> ModuleType:
     names = dict(RMSNorm=RMSNorm, RotaryPositionEmbedding=RotaryPositionEmbedding, SwiGLU=SwiGLU,
                  scaled_dot_product_attention=scaled_dot_product_attention, causal_mask=causal_mask,
                  GroupedQueryAttention=GroupedQueryAttention, LlamaBlock=LlamaBlock, MiniLlama=MiniLlama)
-    module = ModuleType(f"cs336_profile_of_{getattr(api, '__name__', 'adapters')}")
-    module.__file__ = getattr(api, "__file__", None)
-    module.__dict__.update(names)
-    return module
+    return contract_module(names, api, "cs336")
 
 
 PROFILE = Profile(
