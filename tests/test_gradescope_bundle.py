@@ -27,6 +27,7 @@ from tests.test_grading import GRADESCOPE_SCHEMA
 from tools import gradescope_bundle, release
 from tools.grade.cli import build_single_parser, settings_of
 from transformer_spec.patching import REFERENCE_DIR, write_patched_reference
+from tests.profiles.repositories import cs336_repository
 from transformer_spec.pitfalls import by_name
 
 #: the slow set (conftest.py: run with --slow): builds Gradescope's bundle and runs its run_autograder
@@ -122,6 +123,29 @@ def test_run_autograder_writes_what_the_single_grader_writes(bundle, root, tmp_p
     else:
         lost = {t["tags"][0] for t in results["tests"] if t["score"] < t["max_score"]}
         assert results["score"] < total and "attention" in lost
+
+
+@pytest.mark.timeout(900)  # a bundle build and two gradings
+def test_run_autograder_grades_a_cs336_repository_through_the_profile(root, tmp_path):
+    """Issue 30: a bundle built with ``--profile cs336`` grades a student's repository uploaded as it is
+    (Gradescope's ``submission/`` is the repository's root, holding ``tests/adapters.py``) as the single
+    grader does; the handout's keep mask read as blocked loses attention's points only."""
+    settings = ["--tests", "properties/test_attention_laws.py", "spec_tests/modern/test_oracles.py",
+                "--memory-mb", "2500", "--profile", "cs336"]
+    bundle = tmp_path / "autograder.zip"
+    assert release.main(["--gradescope", str(bundle), *settings]) == 0
+    _lay_out(bundle, root)
+    cs336_repository(root / "submission", ("blocked = None if mask is None else ~mask", "blocked = mask"))
+    results = _run_autograder(root, venv_over_source(root))
+    direct = tmp_path / "direct.json"
+    cmd = [sys.executable, "-m", "tools.grade", "single", str(root / "submission"), "--results-json", str(direct),
+           *settings, "--no-progress"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _scores(results) == _scores(json.loads(direct.read_text()))
+    lost = {t["tags"][0] for t in results["tests"] if t["score"] < t["max_score"]}
+    assert lost == {"attention"}, results["output"][-2000:]
+    assert "run_scaled_dot_product_attention" in results["output"]
 
 
 @pytest.mark.timeout(300)

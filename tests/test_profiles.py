@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.profiles.repositories import cs336_repository
 from transformer_spec import profiles
 
 REPO = Path(__file__).resolve().parent.parent
@@ -96,29 +97,11 @@ def test_a_needs_marker_names_only_known_capabilities():
         profiles.check_capabilities(["wieghts"], "t")
 
 
-def _cs336_repository(dest: Path, mistake: tuple[str, str] | None = None) -> Path:
-    """A self-contained CS336-style repository, as a student hands it in: its package
-    (``cs336_basics/model.py``, the independent implementation) and its filled-in ``tests/adapters.py``
-    (the shared adapter functions over that package; ``mistake``: one (old, new) edit of them)."""
-    package = dest / "cs336_basics"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    shutil.copyfile(REPO / "tests" / "independent" / "alt_modern.py", package / "model.py")
-    text = (PROFILES / "contract_adapters.py").read_text()
-    if mistake is not None:
-        assert mistake[0] in text
-        text = text.replace(*mistake)
-    (dest / "tests").mkdir()
-    (dest / "tests" / "adapters.py").write_text(
-        text + "\n\nfrom cs336_basics import model as _model  # noqa: E402\n\nglobals().update(adapters_for(_model))\n")
-    return dest
-
-
 def test_an_adapter_file_with_relative_imports_loads_as_the_courses_tests_package_does(tmp_path):
     """The handout's tests import ``tests.adapters`` as a module of the ``tests`` package, so an adapter
     file may import its neighbours relatively (a real repository did: it scored 0 before the profile
     loaded the file as a package's module)."""
-    repo = _cs336_repository(tmp_path / "repo")
+    repo = cs336_repository(tmp_path / "repo")
     (repo / "tests" / "__init__.py").write_text("")
     (repo / "tests" / "_helper.py").write_text("def identity(t):\n    return t\n")
     adapters = repo / "tests" / "adapters.py"
@@ -140,8 +123,8 @@ def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_the
     from tools import grade
 
     folder = tmp_path / "class"
-    _cs336_repository(folder / "alice")
-    _cs336_repository(folder / "bob", ("blocked = None if mask is None else ~mask", "blocked = mask"))
+    cs336_repository(folder / "alice")
+    cs336_repository(folder / "bob", ("blocked = None if mask is None else ~mask", "blocked = mask"))
     (folder / "carol").mkdir()
     (folder / "carol" / "model.py").write_text("x = 1\n")
     out = tmp_path / "out"
@@ -166,7 +149,7 @@ def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_the
     feedback = (out / "students" / "bob" / "feedback.md").read_text()
     assert "## attention (run_scaled_dot_product_attention): " in feedback, feedback
     assert "| gqa (run_multihead_self_attention, run_multihead_self_attention_with_rope) |" in feedback
-    assert f'Reproduce: pytest --impl bob --profile cs336 "properties/' in feedback
+    assert 'Reproduce: pytest --impl bob --profile cs336 "properties/' in feedback
     output = json.loads((out / "students" / "bob" / "results.json").read_text())["output"]
     assert "  rotary: run_rope" in output
     gradebook = (out / "gradebook.csv").read_text()
