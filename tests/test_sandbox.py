@@ -167,12 +167,17 @@ def test_fallback_tiers_confine_the_child(tier, as_uid, tmp_path):
             assert str(got[name]).startswith("refused"), (name, got)
 
 
-#: Three more interpreters, each well under its own address-space limit, holding ``sys.argv[1]`` MiB each.
+#: More interpreters, each well under its own address-space limit, holding ``sys.argv[1]`` MiB each;
+#: the child waits until each holds it (a fixed sleep could end first on a loaded machine), then
+#: for ten of the watch's periods.
 HOGS = textwrap.dedent('''
     import subprocess, sys, time
-    code = "b = bytearray(%s << 20)\\nb[::4096] = b'x' * len(b[::4096])\\nimport time\\ntime.sleep(30)" % sys.argv[1]
-    hogs = [subprocess.Popen([sys.executable, "-c", code], start_new_session=True) for _ in range(int(sys.argv[2]))]
-    time.sleep(8)
+    code = ("b = bytearray(%s << 20)\\nb[::4096] = b'x' * len(b[::4096])\\nprint('held', flush=True)\\n"
+            "import time\\ntime.sleep(30)" % sys.argv[1])
+    hogs = [subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE)
+            for _ in range(int(sys.argv[2]))]
+    assert all(h.stdout.readline() == b"held\\n" for h in hogs), "a hog could not hold its memory"
+    time.sleep(5)
     print("SURVIVED")
 ''')
 

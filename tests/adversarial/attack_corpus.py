@@ -134,7 +134,7 @@ def build_attacks(dest: Path, only: set[str] | None = None) -> dict[str, Expect]
     if want("limit_three_interpreters"):
         patched_package(dest, "limit_three_interpreters", [SCALE], prepend=attacks.MEMORY_INTERPRETERS)
         ex["limit_three_interpreters"] = Expect("memory-limit", "zero", zero=ALL,
-                                                note="3 x 1.2 GB in fresh interpreters, the limit 2.5 GB")
+                                                note="3 x 550 MB in fresh interpreters, the limit 1500 MB")
 
     # Huge report frames (item 4).
     if want("big_frames"):

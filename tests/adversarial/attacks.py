@@ -321,12 +321,21 @@ def escape(action: str, student: str) -> str:
     return f"\nfrom . import _kit as _ts_kit\n_ts_kit.launch({action!r}, {student!r})\n"
 
 # Issue 26: three fresh interpreters, each under its own address-space limit, together holding more
-# than the limit of one submission (1.2 GB each, every page touched, for a minute).
+# than the limit of one submission (1500 MB in tests/adversarial/run.py): 550 MB each, every page
+# touched, two of them with the child under the limit, three over it. The child waits until each
+# says it holds its memory, then for ten of the watch's periods: on a slow machine a fixed sleep
+# could end, and the child with it, before the hogs held anything. A hog the machine cannot give
+# its memory ends the import with a message saying so (the attack did not happen; not a grade).
 MEMORY_INTERPRETERS = '''
 def _ts_hog():
     import subprocess, sys
-    code = "b = bytearray(1200 << 20)\\nb[::4096] = b'x' * len(b[::4096])\\nimport time\\ntime.sleep(60)"
-    return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(3)]
+    code = ("b = bytearray(550 << 20)\\nb[::4096] = b'x' * len(b[::4096])\\nprint('held', flush=True)\\n"
+            "import time\\ntime.sleep(60)")
+    hogs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE) for _ in range(3)]
+    for h in hogs:
+        if h.stdout.readline() != b"held\\n":
+            raise ImportError(f"limit_three_interpreters: a hog could not hold 550 MB (exit {h.wait()})")
+    return hogs
 _TS_HOGS = _ts_hog()
 import time as _ts_time
 _ts_time.sleep(5)

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 ORACLE = "spec_tests/test_torch_oracle.py"
 # Looser than tests/test_grade_class.py's limits: on a shared, loaded machine an honest test may
 # take seconds, and a timeout would hide what an attack did.
-FAST = ["--tests", ORACLE, "--time-limit", "30", "--test-timeout", "10", "--wall", "90", "--memory-mb", "2500",
+FAST = ["--tests", ORACLE, "--time-limit", "30", "--test-timeout", "10", "--wall", "90", "--memory-mb", "1500",
         "--max-output-mb", "5", "--no-progress"]
 HOSTILE_FILES = "ts-hostile-"
 
