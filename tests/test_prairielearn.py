@@ -16,6 +16,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from tests.profiles.repositories import cs336_repository
 from tests.test_gradescope_bundle import SETTINGS, pinned_torch, root, venv_over_source  # noqa: F401  (root: a fixture)
 from tools import gradescope_bundle, prairielearn, release
 from transformer_spec.patching import REFERENCE_DIR, write_patched_reference
@@ -149,6 +150,36 @@ def test_run_sh_grades_the_student_files_as_the_single_grader_does(course, root,
     lost = [t for t in results["tests"] if t["points"] < t["max_points"]]
     assert lost and all(t["output"] and t["message"] == "failed" for t in lost)
     assert any("attention" in t["description"] for t in lost)
+
+
+@pytest.mark.timeout(900)  # two gradings on a loaded machine
+def test_run_sh_grades_a_cs336_repository_through_the_profile(root, tmp_path):  # noqa: F811
+    """Issue 30: a course written with ``--profile cs336`` grades a student's repository (its package and
+    its filled-in ``tests/adapters.py``, as a workspace leaves them in ``/grade/student``) as the single
+    grader does, test for test; the handout's keep mask read as blocked loses attention's points only,
+    and the feedback names the student's adapter function."""
+    settings = ["--tests", "properties/test_attention_laws.py", "spec_tests/modern/test_oracles.py",
+                "--memory-mb", "2500", "--profile", "cs336"]
+    course = tmp_path / "course"
+    assert release.main(["--prairielearn", str(course), *settings]) == 0
+    grade = root / "grade"
+    _lay_out(course, grade)
+    grade.joinpath("student").rmdir()
+    cs336_repository(grade / "student", ("blocked = None if mask is None else ~mask", "blocked = mask"))
+    results = _run(grade, venv_over_source(root))
+    direct = tmp_path / "direct.json"
+    cmd = [sys.executable, "-m", "tools.grade", "single", str(grade / "student"), "--results-json", str(direct),
+           *settings, "--no-progress"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    expected = json.loads(direct.read_text())
+    assert results["gradable"] is True and 0 < results["score"] < 1
+    assert results["score"] == pytest.approx(expected["score"] / sum(t["max_score"] for t in expected["tests"]))
+    assert {t["name"]: (t["points"], t["max_points"]) for t in results["tests"]} == \
+        {t["name"]: (t["score"], t["max_score"]) for t in expected["tests"]}
+    lost = {t["description"] for t in results["tests"] if t["points"] < t["max_points"]}
+    assert lost == {"component attention"}, results["output"][-2000:]
+    assert "run_scaled_dot_product_attention" in results["output"]
 
 
 @pytest.mark.timeout(300)
