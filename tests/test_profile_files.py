@@ -77,6 +77,7 @@ def _by_component(results: dict) -> dict[str, float]:
     return earned
 
 
+@pytest.mark.timeout(300)  # two pytest runs: 25 s idle
 def test_the_worked_example_gives_the_reference_in_the_courses_names_100_and_a_mistake_loses_its_component(tmp_path):
     proc, results = _pytest(tmp_path, SUBMISSION, "correct")
     assert results["score"] == pytest.approx(100.0), proc.stdout[-3000:]
@@ -131,6 +132,7 @@ def test_the_tools_take_a_profile_file_and_refuse_a_missing_one_in_one_line(tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # a class graded and two pytest runs: 49 s idle, over 120 s on a loaded machine
 def test_the_class_grader_grades_through_a_profile_file_as_pytest_does(tmp_path):
     """The sandboxed children (the grading run and the hidden re-checks) load the profile from their own
     copy of the file; each grade is the pytest report, test for test; the feedback names the course's

@@ -115,6 +115,7 @@ def test_an_adapter_file_with_relative_imports_loads_as_the_courses_tests_packag
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # a class graded and a pytest run per student: 31 s idle
 def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_their_functions(tmp_path):
     """Issue 30: ``tools.grade --profile cs336`` grades a folder of repositories, and ``tools.grade single
     --profile cs336`` one; each honest grade is its ``pytest --profile cs336 --grade-json`` report test for

@@ -35,17 +35,22 @@ def _tol():
 
 
 def _block_case(data, config, *, optional_positions=True):
-    """``x (B, L, d_model)``, a mask (none, causal or drawn ``(L, L)``) and ``(L,)`` positions (or none)."""
+    """``x (B, L, d_model)``, a mask (none, causal or drawn ``(L, L)``) and ``(L,)`` positions (or none);
+    under a profile whose block is always causal at the positions 0 .. L-1, the causal mask and no
+    positions (:mod:`transformer_spec.profiles`)."""
     x = data.draw(sequences(config), label="x")
     n = x.shape[1]
-    mask = data.draw(st.none() | st.just(causal(n)) | bool_tensors((n, n)), label="mask")
-    pos = positions((n,))
+    if profiles.lacks("non_causal") or profiles.lacks("mask"):
+        masks = st.just(causal(n))
+    else:
+        masks = st.none() | st.just(causal(n)) | bool_tensors((n, n))
+    mask = data.draw(masks, label="mask")
+    pos = st.none() if profiles.lacks("block_positions") else positions((n,))
     return x, mask, data.draw(st.none() | pos if optional_positions else pos, label="positions")
 
 
 @pytest.mark.component("llama_block")
 @given(config=block_configs, data=st.data())
-@pytest.mark.needs('non_causal')
 def test_llama_block_with_zero_output_proj_and_w2_is_the_identity(impl, config, data):
     """Both sublayers then add 0 to the residual stream: out = x + 0 + 0 (pre-norm: the norms sit on
     the branches, never on the stream)."""
