@@ -89,6 +89,16 @@ def _run_autograder(root: Path, python: str) -> dict:
     return results
 
 
+def single_grade(submission: Path, results: Path, settings: list[str]) -> dict:
+    """What ``tools.grade single`` writes for ``submission`` with ``settings``: the grade each platform's
+    script must give, test for test."""
+    cmd = [sys.executable, "-m", "tools.grade", "single", str(submission), "--results-json", str(results),
+           *settings, "--no-progress"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(results.read_text())
+
+
 def _scores(results: dict) -> dict[str, tuple[float, float, str]]:
     return {t["name"]: (t["score"], t["max_score"], t["status"]) for t in results["tests"]}
 
@@ -109,12 +119,7 @@ def test_run_autograder_writes_what_the_single_grader_writes(bundle, root, tmp_p
     _lay_out(bundle, root)
     submit(root / "submission")
     results = _run_autograder(root, venv_over_source(root))
-    direct = tmp_path / "direct.json"
-    cmd = [sys.executable, "-m", "tools.grade", "single", str(root / "submission"), "--results-json", str(direct),
-           *SETTINGS, "--no-progress"]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    expected = json.loads(direct.read_text())
+    expected = single_grade(root / "submission", tmp_path / "direct.json", SETTINGS)
     assert _scores(results) == _scores(expected)
     assert results["score"] == expected["score"]
     total = sum(t["max_score"] for t in results["tests"])
@@ -137,12 +142,7 @@ def test_run_autograder_grades_a_cs336_repository_through_the_profile(root, tmp_
     _lay_out(bundle, root)
     cs336_repository(root / "submission", ("blocked = None if mask is None else ~mask", "blocked = mask"))
     results = _run_autograder(root, venv_over_source(root))
-    direct = tmp_path / "direct.json"
-    cmd = [sys.executable, "-m", "tools.grade", "single", str(root / "submission"), "--results-json", str(direct),
-           *settings, "--no-progress"]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert _scores(results) == _scores(json.loads(direct.read_text()))
+    assert _scores(results) == _scores(single_grade(root / "submission", tmp_path / "direct.json", settings))
     lost = {t["tags"][0] for t in results["tests"] if t["score"] < t["max_score"]}
     assert lost == {"attention"}, results["output"][-2000:]
     assert "run_scaled_dot_product_attention" in results["output"]

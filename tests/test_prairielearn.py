@@ -10,14 +10,19 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 
 from tests.profiles.repositories import cs336_repository
-from tests.test_gradescope_bundle import SETTINGS, pinned_torch, root, venv_over_source  # noqa: F401  (root: a fixture)
+from tests.test_gradescope_bundle import (  # noqa: F401  (root: a fixture)
+    SETTINGS,
+    pinned_torch,
+    root,
+    single_grade,
+    venv_over_source,
+)
 from tools import gradescope_bundle, prairielearn, release
 from transformer_spec.patching import REFERENCE_DIR, write_patched_reference
 from transformer_spec.pitfalls import by_name
@@ -119,14 +124,6 @@ def test_the_image_installs_bubblewrap_and_the_pinned_versions(course):
     assert not (course / "image" / "source" / "tests").exists()
 
 
-def _direct(submission: Path, out: Path) -> dict:
-    cmd = [sys.executable, "-m", "tools.grade", "single", str(submission), "--results-json", str(out), *SETTINGS,
-           "--no-progress"]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return json.loads(out.read_text())
-
-
 @pytest.mark.timeout(900)  # two gradings on a loaded machine
 def test_run_sh_grades_the_student_files_as_the_single_grader_does(course, root, tmp_path):  # noqa: F811
     grade = root / "grade"
@@ -141,7 +138,7 @@ def test_run_sh_grades_the_student_files_as_the_single_grader_does(course, root,
     shutil.rmtree(grade / "student" / "my_transformer")
     write_patched_reference(grade / "student", by_name()["no_scaling"].patches, "my_transformer")
     results = _run(grade, python)
-    expected = _direct(grade / "student", tmp_path / "direct.json")
+    expected = single_grade(grade / "student", tmp_path / "direct.json", SETTINGS)
     possible = sum(t["max_score"] for t in expected["tests"])
     assert results["gradable"] is True and 0 <= results["score"] < 1
     assert results["score"] == pytest.approx(expected["score"] / possible)
@@ -167,12 +164,7 @@ def test_run_sh_grades_a_cs336_repository_through_the_profile(root, tmp_path):  
     grade.joinpath("student").rmdir()
     cs336_repository(grade / "student", ("blocked = None if mask is None else ~mask", "blocked = mask"))
     results = _run(grade, venv_over_source(root))
-    direct = tmp_path / "direct.json"
-    cmd = [sys.executable, "-m", "tools.grade", "single", str(grade / "student"), "--results-json", str(direct),
-           *settings, "--no-progress"]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    expected = json.loads(direct.read_text())
+    expected = single_grade(grade / "student", tmp_path / "direct.json", settings)
     assert results["gradable"] is True and 0 < results["score"] < 1
     assert results["score"] == pytest.approx(expected["score"] / sum(t["max_score"] for t in expected["tests"]))
     assert {t["name"]: (t["points"], t["max_points"]) for t in results["tests"]} == \
