@@ -90,10 +90,37 @@ def by_component(results: dict) -> dict[str, tuple[float, float]]:
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("track", tracks.names())
 def test_default_rubric_gives_every_component_points_summing_to_100(track):
+    """Every component but the optional ones (graded only where a rubric gives them points)."""
     rubric = rubrics.load_rubric(track=track)
-    assert set(rubric.components) == set(tracks.component_names(track))
+    assert set(rubric.components) == {c.name for c in tracks.components(track) if not c.optional}
     assert rubric.total == 100
     assert all(p > 0 for p in rubric.components.values())
+
+
+OPTIONAL_LAWS = str(REPO / "properties/modern/test_optimizer_laws.py")
+
+
+def test_optional_components_are_left_out_unless_the_rubric_gives_them_points(tmp_path):
+    """The modern track's training utilities: the track's rubric leaves their tests out (said once in the
+    results' output); a rubric that gives adamw points grades adamw's tests and leaves the others out."""
+    code, results = grade(tmp_path, "--track", "modern", OPTIONAL_LAWS)
+    assert code == 5 and results["tests"] == []  # nothing graded: pytest's "no tests ran"
+    assert "11 test(s) of optional components left out" in results["output"]
+    assert "grad_clip (3), adamw (5), lr_schedule (3)" in results["output"]
+    rubric = tmp_path / "r.toml"
+    rubric.write_text(rubrics.with_optional_text("modern").replace("grad_clip = 4", "grad_clip = 0")
+                      .replace("lr_schedule = 3", "lr_schedule = 0"))
+    code, results = grade(tmp_path, "--track", "modern", "--rubric", str(rubric), OPTIONAL_LAWS)
+    assert code == 0 and by_component(results) == {"adamw": (6.0, 6.0)}
+    assert "6 test(s) of optional components left out" in results["output"]
+
+
+def test_a_rubric_without_a_components_table_leaves_the_optional_components_out():
+    defaults = rubrics.rubric_from_text("drop = []", track="modern").components
+    assert "adamw" not in defaults and defaults["rmsnorm"] == 10
+    whole = rubrics.rubric_from_text(rubrics.with_optional_text("modern"), track="modern")
+    assert whole.components["adamw"] == 6 and whole.total == 124
+    assert rubrics.with_optional_text("classic") is None
 
 
 @pytest.mark.parametrize("data, message", [

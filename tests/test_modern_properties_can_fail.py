@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import pytest
 
+from properties.modern import test_batch_laws as batch_laws
 from properties.modern import test_gqa_laws as gqa_laws
 from properties.modern import test_llama_laws as llama_laws
+from properties.modern import test_loss_laws as loss_laws
+from properties.modern import test_optimizer_laws as optim_laws
 from properties.modern import test_rmsnorm_laws as rms_laws
 from properties.modern import test_rotary_laws as rope_laws
 from properties.modern import test_swiglu_laws as swiglu_laws
@@ -135,6 +138,52 @@ CASES = [
     (llama_laws.test_llama_generate_top_k_1_equals_greedy, "llama_top_k_filled_with_tiny_positive", "greedy"),
     (llama_laws.test_llama_generate_is_reproducible_with_a_generator_and_restores_the_mode,
      "llama_generate_mode_not_restored", "mode"),
+    # the training utilities (optional components)
+    (loss_laws.test_softmax_is_exp_over_its_sum_along_dim, "softmax_over_the_last_dim_always", "softmax(x, dim="),
+    (loss_laws.test_softmax_is_invariant_to_a_shift_along_dim, "softmax_over_the_last_dim_always", "softmax(x + shift"),
+    (loss_laws.test_softmax_is_invariant_to_a_shift_along_dim, "softmax_without_the_maximum_subtracted",
+     "softmax(x + shift"),
+    (loss_laws.test_softmax_is_finite_for_large_inputs, "softmax_without_the_maximum_subtracted", "must be finite"),
+    (loss_laws.test_cross_entropy_is_the_mean_of_logsumexp_minus_the_target_logit, "cross_entropy_summed_over_the_batch",
+     "mean(logsumexp"),
+    (loss_laws.test_cross_entropy_is_invariant_to_a_shift_of_a_row, "cross_entropy_logsumexp_without_the_maximum",
+     "cross_entropy(logits + shift"),
+    (loss_laws.test_cross_entropy_is_finite_for_large_logits, "cross_entropy_log_of_softmax", "must be finite"),
+    (loss_laws.test_cross_entropy_is_finite_for_large_logits, "cross_entropy_logsumexp_without_the_maximum",
+     "must be finite"),
+    (loss_laws.test_cross_entropy_of_a_batch_is_the_mean_over_its_rows, "cross_entropy_summed_over_the_batch",
+     "mean of the two batches"),
+    (loss_laws.test_cross_entropy_gradient_is_softmax_minus_onehot_over_n, "cross_entropy_summed_over_the_batch",
+     "(softmax - onehot) / N"),
+    (optim_laws.test_clipping_scales_every_gradient_to_the_maximum_norm, "grad_clip_each_parameter_on_its_own",
+     "total norm"),
+    (optim_laws.test_clipping_scales_every_gradient_to_the_maximum_norm, "grad_clip_reads_the_parameters_twice",
+     "as a generator"),
+    (optim_laws.test_gradients_within_the_bound_are_untouched, "grad_clip_scales_below_the_bound", "although"),
+    (optim_laws.test_parameters_without_gradients_are_skipped, "grad_clip_each_parameter_on_its_own",
+     "without gradient"),
+    (optim_laws.test_adamw_takes_torchs_adamw_steps, "adamw_without_bias_correction", "torch.optim.AdamW"),
+    (optim_laws.test_adamw_takes_torchs_adamw_steps, "adamw_decay_without_the_learning_rate", "torch.optim.AdamW"),
+    (optim_laws.test_adamw_first_step_moves_each_weight_by_lr_against_its_gradient, "adamw_without_bias_correction",
+     "lr * g / (|g| + eps)"),
+    (optim_laws.test_adamw_decay_is_decoupled_from_the_gradient, "adamw_decay_as_l2_regularisation",
+     "(1 - lr · weight_decay)"),
+    (optim_laws.test_adamw_decay_is_decoupled_from_the_gradient, "adamw_decay_without_the_learning_rate",
+     "(1 - lr · weight_decay)"),
+    (optim_laws.test_adamw_reads_the_learning_rate_from_its_param_groups, "adamw_learning_rate_fixed_at_construction",
+     "group['lr']"),
+    (optim_laws.test_adamw_skips_parameters_without_gradients, "adamw_decays_parameters_without_gradients",
+     "without gradient"),
+    (optim_laws.test_cosine_lr_warms_up_linearly, "cosine_lr_warmup_counted_from_one", "while warming up"),
+    (optim_laws.test_cosine_lr_follows_half_a_cosine_to_the_minimum, "cosine_lr_decay_counted_from_zero",
+     "cosine decay"),
+    (optim_laws.test_cosine_lr_stays_at_the_minimum_after_the_cycle, "cosine_lr_without_the_floor", "lr_min after"),
+    (batch_laws.test_get_batch_gives_windows_and_the_tokens_after_them, "get_batch_targets_not_shifted",
+     "one token later"),
+    (batch_laws.test_get_batch_gives_windows_and_the_tokens_after_them, "get_batch_keeps_the_data_dtype",
+     "torch.int64"),
+    (batch_laws.test_get_batch_draws_every_start, "get_batch_last_start_never_drawn", "expected every start"),
+    (batch_laws.test_get_batch_puts_the_batch_on_the_given_device, "get_batch_ignores_the_device", "device='meta'"),
 ]
 
 
@@ -157,7 +206,7 @@ def test_modern_property_fails_on_broken_implementation(case, tmp_path):
 
 def test_every_modern_property_has_a_broken_implementation():
     """No property in properties/modern/ is left without a case above."""
-    modules = [rms_laws, rope_laws, swiglu_laws, gqa_laws, llama_laws]
+    modules = [rms_laws, rope_laws, swiglu_laws, gqa_laws, llama_laws, loss_laws, optim_laws, batch_laws]
     properties = {
         f"{m.__name__}.{name}" for m in modules for name in dir(m)
         if name.startswith("test_") and callable(getattr(m, name))

@@ -48,7 +48,7 @@ import hypothesis.errors
 
 from tools.grade.batch import grade_class
 from tools.grade.settings import DEFAULT_TESTS, Limits, Settings
-from transformer_spec import layout, profiles, registry, tracks
+from transformer_spec import layout, profiles, registry, rubric, tracks
 from transformer_spec.failures import EXAMPLE_HEADING
 from transformer_spec.hypothesis_profiles import GRADING_PROFILE, PROFILES
 from transformer_spec.outcomes import Kind
@@ -127,7 +127,8 @@ def grader_settings(profile: str = PROFILE, track: str = tracks.DEFAULT, course:
     """How the kill matrix grades a row: as ``tools.grade`` grades a student (sandbox, limits, hidden
     re-checks, the ``grading`` hypothesis profile, the track's tests and rubric, the course profile),
     with one torch thread and no named diagnosis."""
-    return Settings(list(DEFAULT_TESTS), None, Limits(threads=1), hypothesis_profile=profile, diagnose=False,
+    whole = rubric.with_optional_text(track) if course == profiles.DEFAULT else None  # a profile's rubric: its own
+    return Settings(list(DEFAULT_TESTS), whole, Limits(threads=1), hypothesis_profile=profile, diagnose=False,
                     track=track, profile=course)
 
 

@@ -1,11 +1,9 @@
 """The grading plugin: points per component, the score table, Gradescope's ``results.json``.
 
-Loaded by the repository's root ``conftest.py`` next to :mod:`transformer_spec.plugin`. Every
-test with a ``component`` marker is graded; the others (``tests/``) are not. The hooks here are
-thin: the rubric (:mod:`~transformer_spec.rubric`), the outcomes and scoring rules
-(:mod:`~transformer_spec.outcomes`), failure messages (:mod:`~transformer_spec.failures`), stub
-detection (:mod:`~transformer_spec.stubs`), the file (:mod:`~transformer_spec.results_file`) and
-the diagnosis (:mod:`~transformer_spec.diagnose`) are plain functions they call.
+Loaded by the repository's root ``conftest.py`` next to :mod:`transformer_spec.plugin`. Every test with a
+``component`` marker is graded (those of optional components the rubric gives no points are left out); the
+others (``tests/``) are not. The hooks here are thin: the rubric, the outcomes and scoring rules, failure
+messages, stub detection, the file and the diagnosis are plain functions of their own modules.
 
 Options (registered in :func:`pytest_addoption`, resolved once in :func:`pytest_configure`):
 
@@ -71,6 +69,7 @@ class GradingRun:
     examples: failures.Examples = field(default_factory=failures.Examples)  # the running property's failing calls
     timeouts: dict[str, tuple[float, float]] = field(default_factory=dict)  # node id -> (limit, timer start)
     ungraded_passed: int = 0  # tests without points (no component, or dropped) that passed
+    left_out: dict[str, int] = field(default_factory=dict)  # optional component -> its tests the rubric left out
 
     def end(self, config: pytest.Config) -> outcomes.RunEnd:
         sub = under_test(config).imported
@@ -166,6 +165,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     run = grading_run(config)
     if run is not None:
         try:
+            run.left_out = rubric.leave_out_optional(run.rubric, items)
             run.components = {item.nodeid: rubric.component_of_item(item) for item in items}
             rubric.check_rubric_against(run.rubric, run.components, Path(str(config.rootpath)))
             graded = {n: c for n, c in run.components.items() if c is not None}

@@ -37,6 +37,12 @@ def randn(*shape: int, seed: int, dtype: torch.dtype = torch.float64) -> torch.T
     return torch.randn(*shape, generator=generator(seed), dtype=torch.float64).to(dtype)
 
 
+def grid(*shape: int, seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Multiples of 1/8 in [-3, 3], as the laws draw their tensors (properties/strategies.py): the domain a
+    training utility's re-check shares with its anchor law."""
+    return (torch.randint(-24, 25, shape, generator=generator(seed)).to(torch.float64) / 8).to(dtype)
+
+
 def random_mask(*shape: int, seed: int, p: float = 0.35) -> torch.Tensor:
     """A random bool mask (True = blocked) in which every row keeps at least its first key."""
     m = torch.rand(*shape, generator=generator(seed)) < p

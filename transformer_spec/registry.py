@@ -88,6 +88,9 @@ class Component:
     why_no_pitfalls: str = ""
     summary: str = field(default="", compare=False)
     tracks: tuple[str, ...] = ("classic",)  # the tracks that grade it (transformer_spec/tracks.py)
+    #: graded only where the rubric gives it points: a rubric's defaults leave it out, and so are its
+    #: tests (the modern track's training utilities, docs/contract.md)
+    optional: bool = False
 
 
 _BUILT_IN: dict[str, Component] = {}

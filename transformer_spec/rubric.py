@@ -10,6 +10,7 @@ exactly the points it lists (a component it leaves out scores nothing).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -71,7 +72,8 @@ def parse_rubric(data: dict, source: str = "<rubric>", track: str | None = None)
             f"the keys are {', '.join(sorted(_RUBRIC_KEYS))}"
         )
     known = registry.names()
-    comps = data.get("components", {c.name: c.points for c in tracks.components(track or tracks.current())})
+    comps = data.get("components", {c.name: c.points for c in tracks.components(track or tracks.current())
+                                    if not c.optional})
     if not isinstance(comps, dict) or not comps:
         raise RubricError(f"rubric {source}: [components] must be a table of points per component "
                           "(or left out: every component then gets its default points)")
@@ -114,6 +116,49 @@ def rubric_from_text(text: str, source: str = "<rubric>", track: str | None = No
     except tomllib.TOMLDecodeError as exc:
         raise RubricError(f"rubric {source}: not valid TOML: {exc}") from None
     return parse_rubric(data, source, track)
+
+
+def ungraded_optional(rubric: Rubric) -> tuple[str, ...]:
+    """The optional components (:attr:`registry.Component.optional`) ``rubric`` gives no points: the run
+    leaves their tests out before sharing the points, as a profile leaves out what it cannot express."""
+    return tuple(c.name for c in registry.components() if c.optional and not rubric.components.get(c.name))
+
+
+def with_optional_text(track: str) -> str | None:
+    """The TOML text of ``track``'s default rubric with its optional components added at their default
+    points: what grades all of a track (the kill matrix's rows of the training utilities); None for a
+    track without optional components (its default rubric grades all of it)."""
+    if not any(c.optional for c in tracks.components(track)):
+        return None
+    base = load_rubric(track=track)
+    components = {**base.components, **{c.name: c.points for c in tracks.components(track) if c.optional}}
+    quoted = lambda items: "[" + ", ".join(json.dumps(i) for i in items) + "]"  # noqa: E731 - TOML's basic strings
+    lines = [f"drop = {quoted(base.drop)}", f"hidden = {quoted(base.hidden)}", f"forbidden = {quoted(base.forbidden)}",
+             "[components]", *(f"{c} = {p!r}" for c, p in components.items()),
+             "[tests]", *(f"{json.dumps(t)} = {p!r}" for t, p in base.tests.items())]
+    return "\n".join(lines) + "\n"
+
+
+def leave_out_optional(rubric: Rubric, items: list[pytest.Item]) -> dict[str, int]:
+    """Remove from ``items`` the tests of :func:`ungraded_optional` components; how many of each were removed."""
+    unrated, left_out, kept = ungraded_optional(rubric), {}, []
+    for item in items:
+        component = component_of_item(item)
+        if component in unrated:
+            left_out[component] = left_out.get(component, 0) + 1
+        else:
+            kept.append(item)
+    items[:] = kept
+    return left_out
+
+
+def optional_note(left_out: dict[str, int]) -> str | None:
+    """One line: the tests of optional components the rubric left out, by component (None: none were)."""
+    if not left_out:
+        return None
+    return (f"{sum(left_out.values())} test(s) of optional components left out, the rubric giving them no points: "
+            f"{', '.join(f'{c} ({n})' for c, n in left_out.items())} (docs/contract.md, \"The modern track's "
+            "training utilities\"; a rubric's [components] grades them)")
 
 
 def matches(key: str, nodeid: str) -> bool:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from . import registry, results_file
+from . import registry, results_file, rubric
 from .outcomes import DIAGNOSED, Kind
 from .plugin import notebook_notes, under_test
 
@@ -69,6 +69,7 @@ def notes(config: pytest.Config, run: GradingRun, terminal: bool = False) -> lis
     missing = [c for c in run.rubric.components if c not in graded_components and run.rubric.components[c]]
     if missing and run.results:
         out.append("No tests of component(s) " + ", ".join(missing) + " in this run: their points are not graded.")
+    out.extend(filter(None, [rubric.optional_note(run.left_out)]))
     if run.stubs:
         out.append("Not implemented yet (raised NotImplementedError): " + ", ".join(sorted(run.stubs)) + ".")
     out.extend(_passes_without_points(run))

@@ -27,6 +27,15 @@ _PROJ = '''        q = self.q_proj(x).view(B, L, H, d).transpose(1, 2)  # (B, H,
 _SWIGLU = "return self.w2(F.silu(self.w1(x)) * self.w3(x))  # (..., d_ff) -> (..., D)"
 _LOGITS = "logits = self.lm_head(self.ln_final(x))  # (B, L, vocab)"
 
+_LOSS_IMPORT = ("losses.py", "from __future__ import annotations\n", "from __future__ import annotations\n\nimport torch\n")
+_ADAM_TAIL = ("p.mul_(1 - lr * decay)  # decoupled decay, from the old θ\n"
+              "                step_size = lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)\n"
+              "                p.addcdiv_(m, v.sqrt().add_(eps), value=-step_size)")
+_BATCH = """    starts = np.random.randint(0, len(data) - context_length, size=batch_size)  # (B,), high exclusive
+    x = np.stack([np.asarray(data[s:s + context_length], dtype=np.int64) for s in starts])  # (B, m)
+    y = np.stack([np.asarray(data[s + 1:s + 1 + context_length], dtype=np.int64) for s in starts])  # (B, m)
+    return torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)"""
+
 
 def catalogue(v):
     """The modern variations, made by ``v`` (:func:`transformer_spec.variations._v`'s signature)."""
@@ -96,4 +105,33 @@ def catalogue(v):
           "generate recomputes the whole window each step, this row with nothing else changed.", PLAIN_GENERATE_LLAMA),
         v("llama_generate_under_no_grad", "llama_generate", "torch.no_grad() instead of torch.inference_mode().",
           ("minillama.py", "with torch.inference_mode():", "with torch.no_grad():")),
+        v("softmax_through_logsumexp", "softmax", "softmax as exp(x - logsumexp(x, dim)), no maximum subtracted by hand.",
+          _LOSS_IMPORT,
+          ("losses.py", "    shifted = x - x.amax(dim=dim, keepdim=True)  # (...), every entry <= 0 along dim\n"
+                        "    e = shifted.exp()\n    return e / e.sum(dim=dim, keepdim=True)",
+           "    return (x - torch.logsumexp(x, dim=dim, keepdim=True)).exp()")),
+        v("cross_entropy_through_torch_logsumexp", "cross_entropy", "logsumexp by torch.logsumexp.", _LOSS_IMPORT,
+          ("losses.py", "log_z = (logits - top).exp().sum(dim=-1).log() + top.squeeze(-1)  # (N,) logsumexp",
+           "log_z = torch.logsumexp(logits, dim=-1)")),
+        v("grad_clip_without_eps", "grad_clip", "The factor max_norm / g, without the 1e-6.",
+          ("optim.py", "g.mul_(max_norm / (total + 1e-6))", "g.mul_(max_norm / total)")),
+        v("adamw_decay_after_the_step", "adamw", "The decoupled decay applied after the Adam step, from the new θ "
+          "(CS336's Algorithm 1 order).",
+          ("optim.py", _ADAM_TAIL, "step_size = lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)\n"
+                                   "                p.addcdiv_(m, v.sqrt().add_(eps), value=-step_size)\n"
+                                   "                p.mul_(1 - lr * decay)  # decoupled decay, from the new θ")),
+        v("adamw_eps_on_the_bias_corrected_moments", "adamw", "eps added to sqrt of the bias-corrected v (as torch).",
+          ("optim.py", _ADAM_TAIL, "p.mul_(1 - lr * decay)\n"
+                                   "                m_hat, v_hat = m / (1 - beta1 ** t), v / (1 - beta2 ** t)\n"
+                                   "                p.sub_(lr * m_hat / (v_hat.sqrt() + eps))")),
+        v("cosine_lr_as_a_tensor", "lr_schedule", "The rate returned as a 0-d float64 tensor, not a float.",
+          ("optim.py", "return lr_min + (1 + math.cos(math.pi * progress)) / 2 * (lr_max - lr_min)",
+           "return torch.tensor(lr_min + (1 + math.cos(math.pi * progress)) / 2 * (lr_max - lr_min), dtype=torch.float64)")),
+        v("get_batch_with_torch_and_an_index_matrix", "get_batch", "Starts from torch's generator, rows gathered by "
+          "one index matrix over the whole stream as a tensor.",
+          ("batches.py", _BATCH,
+           """    starts = torch.randint(len(data) - context_length, (batch_size,))  # (B,)
+    index = starts[:, None] + torch.arange(context_length + 1)  # (B, m + 1)
+    windows = torch.from_numpy(np.asarray(data).astype(np.int64))[index]  # (B, m + 1)
+    return windows[:, :-1].to(device), windows[:, 1:].to(device)""")),
     )

@@ -14,6 +14,13 @@ differs from ``reference/`` while staying inside the contract's free choices:
 * ``MiniLlama.generate`` has no KV cache: it re-runs the whole window every step, runs under
   ``torch.inference_mode`` and samples by inverse CDF from one uniform draw of ``generator``.
 
+The optional training utilities (section "The modern track's training utilities") take the
+other side of each free choice where there is one: softmax and cross-entropy through
+``logsumexp`` (no max subtraction), the gradient norm as a float64 sum of squares with no ``eps``
+in the clipping factor, AdamW's decoupled decay applied *after* the Adam step (CS336's
+Algorithm 1) with state created lazily under its own names, ``get_batch`` drawing from torch's
+global generator and gathering rows with one index matrix.
+
 There is no dropout anywhere (the track has none).
 """
 
@@ -22,6 +29,7 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -30,6 +38,7 @@ __all__ = [
     "scaled_dot_product_attention", "causal_mask",
     "RMSNorm", "RotaryPositionEmbedding", "SwiGLU", "GroupedQueryAttention",
     "LlamaBlock", "MiniLlama",
+    "softmax", "cross_entropy", "clip_grad_norm", "AdamW", "cosine_lr", "get_batch",
 ]
 
 
@@ -517,3 +526,176 @@ class MiniLlama(nn.Module):
         finally:
             self.train(was_training)
         return seq
+
+
+# ============================================================================================
+# training utilities (optional; docs/contract.md, "The modern track's training utilities")
+# ============================================================================================
+
+def softmax(x, dim):
+    """softmax(x)_i = exp(x_i - logsumexp(x, dim)), same shape and dtype as ``x``.
+
+    Stable through ``logsumexp`` instead of subtracting the maximum (a free choice of
+    docs/contract.md, 'The modern track's training utilities').
+    """
+    _float_tensor("x", x)
+    return torch.exp(x - torch.logsumexp(x, dim=dim, keepdim=True))
+
+
+def cross_entropy(logits, targets):
+    """loss = mean_i ( logsumexp(logits[i]) - logits[i, targets[i]] ), a 0-d tensor.
+
+    ``logits (N, V)``, ``targets (N,)`` integer ids; the picked logits are read with
+    ``gather`` (docs/contract.md, 'The modern track's training utilities').
+    """
+    _float_tensor("logits", logits, min_ndim=1)
+    if not isinstance(targets, torch.Tensor) or not _is_integer_dtype(targets):
+        raise TypeError("targets must be an integer torch.Tensor, got "
+                        + (str(targets.dtype) if isinstance(targets, torch.Tensor)
+                           else type(targets).__name__))
+    if tuple(targets.shape) != tuple(logits.shape[:-1]):
+        raise ValueError(f"targets must have shape {tuple(logits.shape[:-1])} (logits without "
+                         f"its last dimension), got {tuple(targets.shape)}")
+    index = targets.to(device=logits.device, dtype=torch.long).unsqueeze(-1)
+    picked = torch.gather(logits, -1, index).squeeze(-1)
+    return (torch.logsumexp(logits, dim=-1) - picked).mean()
+
+
+def clip_grad_norm(parameters, max_norm):
+    """g = sqrt(Σ_p Σ grad_p²) over the parameters that have a gradient; if g > max_norm, every
+    such gradient is multiplied in place by max_norm / g (no eps: the contract allows any
+    eps <= 1e-6 or none).  Returns g as a Python float.
+
+    The norm is a float64 sum of squares, one parameter at a time
+    (docs/contract.md, 'The modern track's training utilities').
+    """
+    if isinstance(parameters, torch.Tensor):
+        parameters = [parameters]
+    grads = [p.grad for p in list(parameters) if p.grad is not None]   # a generator is read once
+    if isinstance(max_norm, bool) or not isinstance(max_norm, numbers.Real):
+        raise TypeError(f"max_norm must be a number, got {type(max_norm).__name__}")
+    max_norm = float(max_norm)
+    if not max_norm >= 0.0:
+        raise ValueError(f"max_norm must be >= 0, got max_norm={max_norm}")
+    squares = 0.0
+    for g in grads:
+        squares += float(g.detach().to(torch.float64).pow(2).sum())
+    total = math.sqrt(squares)
+    if total > max_norm:
+        factor = max_norm / total
+        for g in grads:
+            g.mul_(factor)
+    return total
+
+
+class AdamW(torch.optim.Optimizer):
+    """AdamW (Loshchilov & Hutter 2019), in the order of CS336's Algorithm 1.
+
+    For each parameter θ with a gradient g, at its own step t = 1, 2, ...:
+        m = β1·m + (1-β1)·g,   v = β2·v + (1-β2)·g²,
+        θ ← θ - α_t · m / (sqrt(v) + eps),   α_t = lr · sqrt(1-β2^t) / (1-β1^t),
+        θ ← θ - lr · weight_decay · θ        (decay after the Adam step, from the new θ).
+    ``lr``, ``betas``, ``eps``, ``weight_decay`` are read from the group at every step; state is
+    created at the first step (docs/contract.md, 'The modern track's training utilities').
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        for name, value in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+            if not float(value) >= 0.0:
+                raise ValueError(f"{name} must be >= 0, got {name}={value!r}")
+        try:
+            beta1, beta2 = betas
+        except (TypeError, ValueError):
+            raise TypeError(f"betas must be a pair of numbers, got {betas!r}") from None
+        for beta in (beta1, beta2):
+            if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+                raise TypeError(f"betas must be a pair of numbers, got {betas!r}")
+            if not 0.0 <= float(beta) < 1.0:
+                raise ValueError(f"betas must lie in [0, 1), got betas={betas!r}")
+        defaults = {"lr": lr, "betas": (beta1, beta2), "eps": eps, "weight_decay": weight_decay}
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr = float(group["lr"])
+            beta1, beta2 = (float(b) for b in group["betas"])
+            eps = float(group["eps"])
+            decay = float(group["weight_decay"])
+            for theta in group["params"]:
+                grad = theta.grad
+                if grad is None:
+                    continue
+                if grad.is_sparse:
+                    raise RuntimeError("AdamW does not support sparse gradients")
+                state = self.state[theta]
+                if not state:
+                    state["n_updates"] = 0
+                    state["first_moment"] = torch.zeros_like(theta)
+                    state["second_moment"] = torch.zeros_like(theta)
+                state["n_updates"] += 1
+                t = state["n_updates"]
+                m, v = state["first_moment"], state["second_moment"]
+                m.mul_(beta1).add_(grad, alpha=1.0 - beta1)
+                v.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+                alpha_t = lr * math.sqrt(1.0 - beta2 ** t) / (1.0 - beta1 ** t)
+                theta.addcdiv_(m, v.sqrt().add_(eps), value=-alpha_t)
+                if decay:
+                    theta.mul_(1.0 - lr * decay)
+        return loss
+
+
+def cosine_lr(t, lr_max, lr_min, warmup_iters, cosine_cycle_iters):
+    """Linear warm-up, cosine decay, then flat, as a Python float:
+
+        t < warmup_iters:                      t / warmup_iters · lr_max
+        warmup_iters <= t <= cosine_cycle_iters: lr_min + (1 + cos(π · (t - warmup_iters) /
+                                               (cosine_cycle_iters - warmup_iters))) / 2 · (lr_max - lr_min)
+        t > cosine_cycle_iters:                lr_min
+    (docs/contract.md, 'The modern track's training utilities').
+    """
+    t = float(t)
+    lr_max, lr_min = float(lr_max), float(lr_min)
+    if t < warmup_iters:
+        return t / float(warmup_iters) * lr_max
+    if t > cosine_cycle_iters:
+        return lr_min
+    span = float(cosine_cycle_iters - warmup_iters)
+    if span <= 0.0:                        # warmup_iters == cosine_cycle_iters == t
+        return lr_max
+    progress = (t - warmup_iters) / span
+    return lr_min + (1.0 + math.cos(math.pi * progress)) / 2.0 * (lr_max - lr_min)
+
+
+def get_batch(data, batch_size, context_length, device):
+    """x[b] = data[s_b : s_b + context_length], y[b] = data[s_b + 1 : s_b + context_length + 1],
+    s_b uniform on 0 .. len(data) - context_length - 1, drawn with ``torch.randint`` (torch's
+    global generator); both ``torch.long (batch_size, context_length)`` on ``device``.
+
+    The rows are gathered with one index matrix ``starts[:, None] + arange(context_length + 1)``
+    straight from ``data`` (a memmap reads only those rows) and converted to int64 afterwards
+    (docs/contract.md, 'The modern track's training utilities').
+    """
+    batch_size = _positive_int("batch_size", batch_size)
+    context_length = _positive_int("context_length", context_length)
+    tokens = np.asarray(data)
+    if tokens.ndim != 1:
+        raise ValueError(f"data must be a 1-D array of token ids, got shape {tokens.shape}")
+    if not np.issubdtype(tokens.dtype, np.integer):
+        raise TypeError(f"data must hold integer token ids, got dtype {tokens.dtype}")
+    n_starts = tokens.shape[0] - context_length
+    if n_starts < 1:
+        raise ValueError(f"data has {tokens.shape[0]} tokens, too few for context_length="
+                         f"{context_length} (it needs at least context_length + 1)")
+    starts = torch.randint(0, n_starts, (batch_size,))
+    index = starts[:, None] + torch.arange(context_length + 1)
+    rows = torch.from_numpy(np.asarray(tokens[index.numpy()], dtype=np.int64))
+    x = rows[:, :-1].contiguous().to(device)
+    y = rows[:, 1:].contiguous().to(device)
+    return x, y

@@ -65,4 +65,22 @@ def adapters_for(impl) -> dict:
     def run_silu(in_features):
         return in_features * torch.sigmoid(in_features)
 
-    return {name: fn for name, fn in locals().items() if name.startswith("run_")}
+    def run_softmax(in_features, dim):
+        return impl.softmax(in_features, dim)
+
+    def run_cross_entropy(inputs, targets):
+        return impl.cross_entropy(inputs, targets)
+
+    def run_gradient_clipping(parameters, max_l2_norm):
+        impl.clip_grad_norm(parameters, max_l2_norm)
+
+    def get_adamw_cls():
+        return impl.AdamW
+
+    def run_get_lr_cosine_schedule(it, max_learning_rate, min_learning_rate, warmup_iters, cosine_cycle_iters):
+        return impl.cosine_lr(it, max_learning_rate, min_learning_rate, warmup_iters, cosine_cycle_iters)
+
+    def run_get_batch(dataset, batch_size, context_length, device):
+        return impl.get_batch(dataset, batch_size, context_length, device)
+
+    return {name: fn for name, fn in locals().items() if name.startswith(("run_", "get_"))}

@@ -43,6 +43,12 @@ FUNCTIONS = {
     "gqa": ("run_multihead_self_attention", "run_multihead_self_attention_with_rope"),
     "llama_block": ("run_transformer_block",),
     "minillama": ("run_transformer_lm",),
+    "softmax": ("run_softmax",),
+    "cross_entropy": ("run_cross_entropy",),
+    "grad_clip": ("run_gradient_clipping",),
+    "adamw": ("get_adamw_cls",),
+    "lr_schedule": ("run_get_lr_cosine_schedule",),
+    "get_batch": ("run_get_batch",),
 }
 
 DEFAULT_EPS = 1e-5  # the handout's RMSNorm eps, the one its block and model use
@@ -205,9 +211,30 @@ def build(api: ModuleType) -> ModuleType:
         def generate(self, *args, **kwargs):
             raise NotExpressible("cs336 has no generate (needs 'generate')")
 
+    # the training utilities: each the adapter function of the same concept, called with the contract's arguments
+    def softmax(x, dim):
+        return api.run_softmax(x, dim)
+
+    def cross_entropy(logits, targets):
+        return api.run_cross_entropy(logits, targets)
+
+    def clip_grad_norm(parameters, max_norm):
+        return api.run_gradient_clipping(parameters, max_norm)
+
+    def AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):  # noqa: N802 - the contract's name
+        return api.get_adamw_cls()(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+
+    def cosine_lr(t, lr_max, lr_min, warmup_iters, cosine_cycle_iters):
+        return api.run_get_lr_cosine_schedule(t, lr_max, lr_min, warmup_iters, cosine_cycle_iters)
+
+    def get_batch(data, batch_size, context_length, device):
+        return api.run_get_batch(data, batch_size, context_length, device)
+
     names = dict(RMSNorm=RMSNorm, RotaryPositionEmbedding=RotaryPositionEmbedding, SwiGLU=SwiGLU,
                  scaled_dot_product_attention=scaled_dot_product_attention, causal_mask=causal_mask,
-                 GroupedQueryAttention=GroupedQueryAttention, LlamaBlock=LlamaBlock, MiniLlama=MiniLlama)
+                 GroupedQueryAttention=GroupedQueryAttention, LlamaBlock=LlamaBlock, MiniLlama=MiniLlama,
+                 softmax=softmax, cross_entropy=cross_entropy, clip_grad_norm=clip_grad_norm, AdamW=AdamW,
+                 cosine_lr=cosine_lr, get_batch=get_batch)
     return contract_module(names, api, "cs336")
 
 

@@ -1,0 +1,64 @@
+"""The 'cross_entropy' component (modern track, optional: a training utility). cross_entropy(logits,
+targets) = mean over rows of logsumexp(logits) - logits[target] (CS336 assignment 1, section 4.1).
+
+Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
+(see transformer_spec/registry.py)."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import behaviour as bp
+from .. import recheck
+from ..inputs import grid
+from ..registry import Component, Name, Recheck, pitfall
+
+NAMES = (
+    Name("cross_entropy", "cross_entropy", "function",
+         "cross_entropy(logits (N, V), targets (N,)) -> 0-d mean of logsumexp(logits[i]) - logits[i, targets[i]], stable"),
+)
+
+_LOG_Z = "log_z = (logits - top).exp().sum(dim=-1).log() + top.squeeze(-1)  # (N,) logsumexp"
+_MEAN = "return (log_z - picked).mean()"
+
+PITFALLS = (
+    pitfall("cross_entropy_summed_over_the_batch", "cross_entropy",
+            "The losses of the rows are summed: cross-entropy is their mean (the loss must not grow with the batch).",
+            ("losses.py", _MEAN, "return (log_z - picked).sum()")),
+    pitfall("cross_entropy_logsumexp_without_the_maximum", "cross_entropy",
+            "logsumexp computed as log(sum(exp(logits))): exp overflows for large logits. Subtract the row's maximum "
+            "first and add it back (logsumexp(x) = m + log(sum(exp(x - m)))).",
+            ("losses.py", _LOG_Z, "log_z = logits.exp().sum(dim=-1).log()")),
+    pitfall("cross_entropy_log_of_softmax", "cross_entropy",
+            "The loss is -log(softmax(logits)[target]): for large logits the target's probability underflows to 0 "
+            "and its log to -inf. Compute logsumexp(logits) - logits[target] without forming the probabilities.",
+            ("losses.py", _MEAN, "return -(picked - log_z).exp().log().mean()")),
+)
+
+
+def behaviour(impl, f: bp.Features) -> None:
+    """The diagnosis probes of 'cross_entropy' (transformer_spec/behaviour.py)."""
+    logits = grid(4, 5, seed=311)
+    targets = torch.tensor([0, 3, 4, 1])
+    bp.capture(f, "loss", lambda: impl.cross_entropy(logits, targets))
+    bp.capture(f, "one_row", lambda: impl.cross_entropy(logits[:1], targets[:1]))
+    bp.capture(f, "~finite_at_1e4", lambda: bool(torch.isfinite(impl.cross_entropy(logits.float() * 1e4, targets))))
+    bp.capture(f, "~finite_shifted_100", lambda: bool(torch.isfinite(impl.cross_entropy(logits.float() + 100, targets))))
+
+
+def _cross_entropy(mod, seed):
+    gen = torch.Generator().manual_seed(seed + 1)
+    loss = mod.cross_entropy(grid(5, 6, seed=seed), torch.randint(0, 6, (5,), generator=gen))
+    return recheck.as_numpy(loss=loss.reshape(1))  # the re-check's arrays have at least one dimension
+
+
+RECHECKS = (
+    Recheck("cross_entropy", "cross_entropy",
+            ("properties/modern/test_loss_laws.py::test_cross_entropy_is_the_mean_of_logsumexp_minus_the_target_logit",),
+            _cross_entropy),
+)
+
+COMPONENT = Component(
+    "cross_entropy", label="xent", points=5, order=29, depends_on=(), tracks=("modern",), optional=True,
+    names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
+)
