@@ -25,3 +25,21 @@ def test_minillama_generates_the_same_tokens_with_and_without_its_kv_cache():
     model = reference.MiniLlama(13, d_model=16, num_layers=2, num_heads=4, num_kv_heads=2, max_len=8)
     with_cache = model.generate([1, 2, 3], 12, temperature=0, use_cache=True)
     assert with_cache == model.generate([1, 2, 3], 12, temperature=0, use_cache=False)
+
+
+def test_the_reference_adamw_step_evaluates_a_closure_with_gradients_on_and_returns_its_loss():
+    """torch.optim's step(closure) protocol: the closure recomputes the loss (with autograd on, though step
+    itself runs under no_grad) and step returns it."""
+    import reference
+
+    p = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+    opt = reference.AdamW([p], lr=0.1, weight_decay=0.0)
+
+    def closure():
+        opt.zero_grad()
+        loss = (p ** 2).sum()
+        loss.backward()
+        return loss
+
+    loss = opt.step(closure)
+    assert float(loss) == 5.0 and torch.allclose(p.detach(), torch.tensor([0.9, -1.9]))
