@@ -192,3 +192,56 @@ def test_a_mistake_no_pitfall_describes_gets_no_name(tmp_path, case):
     assert d.differs_from_reference, description
     assert not d.matches and not d.partial, f"{description}: named {d.names or [p.name for p in d.partial]}"
     assert "no known mistake" in d.message()
+
+
+# Through a course profile (issue 30): the catalogue runs through the course's API as a student's code does
+
+def test_a_course_profiles_view_calls_its_functions_in_float32_and_returns_float64():
+    import types
+
+    import torch
+
+    from transformer_spec.profiles.diagnosis import float32_view
+
+    seen = []
+
+    def run(x, weights, parameters, n):
+        seen.append((x.dtype, {k: v.dtype for k, v in weights.items()}, parameters, n))
+        return x * 2
+
+    course = types.ModuleType("course")
+    course.run, course.CONSTANT = run, 3
+    view = float32_view(course)
+    params = [torch.nn.Parameter(torch.ones(2, dtype=torch.float64))]
+    out = view.run(torch.ones(2, dtype=torch.float64), {"w": torch.ones(1, dtype=torch.float64)}, params, 5)
+    assert seen == [(torch.float32, {"w": torch.float32}, params, 5)]  # the list passes as it is (clipped in place)
+    assert out.dtype == torch.float64 and view.CONSTANT == 3
+    assert view.run(torch.ones(2, dtype=torch.int64), {}, [], 1).dtype == torch.int64  # nothing cast: nothing back
+
+
+@pytest.mark.parametrize("name", ["cs336_keep_mask_read_as_blocked", "cs336_rmsnorm_eps_ignored",
+                                  "rmsnorm_eps_outside_sqrt"])
+def test_a_mistake_is_named_through_the_cs336_profile_and_correct_code_gets_no_name(tmp_path, name):
+    from transformer_spec import profiles
+    from transformer_spec.profiles import cs336_catalogue
+    from transformer_spec.profiles import diagnosis as through
+
+    cs336 = profiles.get("cs336")
+    p = through.pitfall(name, cs336)
+    cs336_catalogue.write_repository(tmp_path / "mistake", f"mistake_{name}", p.patches)  # a package name each
+    sub = loader.load(str(tmp_path / "mistake"), profile=cs336)  # as the grading run loads a repository
+    assert sub.error is None, sub.error
+    found = diagnose.diagnose(through.submission(sub, cs336), [p.component], profile=cs336)[p.component]
+    assert name in found.names, found.message()
+    cs336_catalogue.write_repository(tmp_path / "correct", f"correct_{name}", ())
+    correct = loader.load(str(tmp_path / "correct"), profile=cs336)
+    assert not diagnose.diagnose(through.submission(correct, cs336), [p.component], profile=cs336)[p.component].names
+
+
+def test_a_profile_of_ones_own_is_not_diagnosed():
+    from transformer_spec import profiles
+    from transformer_spec.profiles import diagnosis as through
+
+    own = profiles.from_file(str(REPO / "docs" / "examples" / "course_profile.py"))
+    assert not through.diagnosable(own) and through.diagnosable("cs336") and through.diagnosable(None)
+    assert diagnose.annotate(loader.load("reference"), [], own) == diagnose.Annotations({}, {})

@@ -155,6 +155,11 @@ def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_the
     assert 'Reproduce: pytest --impl bob --profile cs336 "properties/' in feedback
     output = json.loads((out / "students" / "bob" / "results.json").read_text())["output"]
     assert "  rotary: run_rope" in output
+    # the diagnosis names the course's own mistake, through the course's API, on both paths
+    for text in (output, json.loads((tmp_path / "bob.json").read_text())["output"]):
+        assert "[pitfall `cs336_keep_mask_read_as_blocked`]" in text, text
+    assert r"\[pitfall \`cs336\_keep\_mask\_read\_as\_blocked\`\]" in feedback, feedback  # Markdown-escaped
+    assert "cs336_keep_mask_read_as_blocked" in (out / "report.html").read_text()  # counted in the class report
     gradebook = (out / "gradebook.csv").read_text()
     assert "carol,no-submission,0," in gradebook and "holds no tests/adapters.py" in gradebook
 

@@ -6,6 +6,7 @@
     python -m tools.mutants --only handwritten_softmax generate_under_no_grad   # variations too
     python -m tools.mutants --json kill_matrix.json
     python -m tools.mutants --diagnose-accuracy # how often diagnose.py names each pitfall
+    python -m tools.mutants --diagnose-accuracy --profile cs336   # the same, through the course's API
 
 Each pitfall of :mod:`transformer_spec.pitfalls` is applied to a fresh copy of ``reference/``,
 and every row is graded as one class by the class grader (``tools.grade``: a sandboxed pytest
@@ -143,11 +144,7 @@ def rows_of_track(track: str, course: str = profiles.DEFAULT) -> tuple[list[Vari
 
 def _catalogue(course: str):
     """The course profile's kill-matrix catalogue module (None for the contract's own names)."""
-    if course == profiles.DEFAULT:
-        return None
-    import importlib
-
-    return importlib.import_module(f"transformer_spec.profiles.{course}_catalogue")
+    return profiles.catalogue(profiles.get(course))
 
 
 #: the names of hypothesis's own errors (its module's exception classes): a failure message that
@@ -294,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
                              "its components, its reference and independent implementation, its tests and rubric")
     parser.add_argument("--list", action="store_true", help="list the pitfalls and the variations, and exit")
     parser.add_argument("--diagnose-accuracy", action="store_true",
-                        help="measure how often transformer_spec.diagnose names each pitfall, and exit")
+                        help="measure how often transformer_spec.diagnose names each pitfall (with --profile: "
+                             "through that course's API), and exit")
     args = parser.parse_args(argv)
     course = profiles.get(args.profile)
     if course.track and args.track not in (tracks.DEFAULT, course.track):
@@ -312,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.diagnose_accuracy:
         from transformer_spec import diagnose
 
-        return diagnose.main([])
+        return diagnose.main([] if course.name == profiles.DEFAULT else ["--profile", course.name])
     if args.only:
         unknown = [n for n in args.only if n not in by_name and n not in VARIATIONS_BY_NAME]
         if unknown:

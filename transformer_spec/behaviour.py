@@ -7,7 +7,8 @@ gives a *feature*: a tensor, a list of tokens, a yes/no behaviour ("eval() is de
 or the kind of error raised. :mod:`transformer_spec.diagnose` compares the features of a
 submission with those of the reference and of every pitfall.
 
-Tensors agree within ``rtol=1e-6, atol=1e-7`` (float64 probes), NaN equal to NaN (:func:`same`).
+Tensors agree within ``rtol=1e-6, atol=1e-7`` (float64 probes; a course profile's float32 modules: its own
+tolerance, :mod:`transformer_spec.profiles.diagnosis`), NaN equal to NaN (:func:`same`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import contextlib
 import os
 import warnings
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 import torch
 
@@ -54,19 +56,34 @@ def capture(features: Features, name: str, fn: Callable[[], object]) -> None:
         out = "not submitted"
     except Exception as exc:  # noqa: BLE001 - any error is a behaviour
         out = f"raises {type(exc).__name__}"
-    if isinstance(out, tuple) and len(out) in (2, 3) and all(isinstance(t, torch.Tensor) for t in out):
-        for i, t in enumerate(out):
-            features[f"{name}[{i}]"] = value(t)
+    if isinstance(out, tuple) and len(out) in (2, 3) and isinstance(out[0], torch.Tensor):
+        for i, t in enumerate(out):  # (output, weights, ...): a part that is no tensor (None, a course's
+            features[f"{name}[{i}]"] = value(t) if isinstance(t, torch.Tensor) else _plain(t)  # placeholder)
     else:
         features[name] = value(out)
 
 
-def same(a, b) -> bool:
-    """Two features agree (tensors within tolerance, NaN = NaN; everything else equal)."""
+def _plain(x):
+    """A feature that is no tensor, as a value the table can store and compare: itself if plain, else
+    its type's name."""
+    return x if x is None or isinstance(x, (bool, int, float, str)) else f"<{type(x).__name__}>"
+
+
+class Tolerance(NamedTuple):
+    rtol: float
+    atol: float
+
+
+#: the probes' own tolerance (float64)
+EXACT = Tolerance(RTOL, ATOL)
+
+
+def same(a, b, tol: Tolerance = EXACT) -> bool:
+    """Two features agree (tensors within ``tol``, NaN = NaN; everything else equal)."""
     if isinstance(a, tuple) and isinstance(b, tuple) and a[:1] == b[:1] == ("tensor",):
         if a[1:3] != b[1:3]:
             return False
-        return bool(torch.allclose(a[3], b[3], rtol=RTOL, atol=ATOL, equal_nan=True))
+        return bool(torch.allclose(a[3], b[3], rtol=tol.rtol, atol=tol.atol, equal_nan=True))
     if isinstance(a, tuple) or isinstance(b, tuple):
         return False
     return a == b

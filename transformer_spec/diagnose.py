@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from . import alarm, behaviour, registry
 from . import diagnosis_catalogue as catalogue
 from .outcomes import DIAGNOSED, Outcome
+from .profiles import diagnosis as through
 from .registry import Pitfall
 
 NO_DIAGNOSE_ENV = "TRANSFORMER_SPEC_NO_DIAGNOSE"
@@ -78,39 +79,40 @@ class Diagnosis:
 _ABSENT = ("not submitted", "raises NotImplementedError")
 
 
-def _own_diagnosis(comp: str, sub: dict, table) -> Diagnosis:
+def _own_diagnosis(comp: str, sub: dict, table, profile=None) -> Diagnosis:
     """What the probes of ``comp`` alone say: the catalogue's full and partial matches."""
+    tol = through.tolerance(profile)
     ref = table["reference"][comp]
     keys = sorted(set(sub) | set(ref))
-    differs = any(not behaviour.same(sub.get(k), ref.get(k)) for k in keys)
+    differs = any(not behaviour.same(sub.get(k), ref.get(k), tol) for k in keys)
     matches, partial = [], []
     explained: set[str] = set()
     if differs:
-        for p in catalogue.candidates(comp):
-            ev = catalogue.evidence(table, p.name, comp)
+        for p in catalogue.candidates(comp, profile):
+            ev = catalogue.evidence(table, p.name, comp, tol)
             if not ev:
                 continue
             theirs = table[p.name][comp]
-            if all(behaviour.same(sub.get(k), theirs.get(k)) for k in sorted(set(sub) | set(theirs))):
+            if all(behaviour.same(sub.get(k), theirs.get(k), tol) for k in sorted(set(sub) | set(theirs))):
                 matches.append(p)
-            elif all(behaviour.same(sub.get(k), theirs.get(k)) for k in ev):
+            elif all(behaviour.same(sub.get(k), theirs.get(k), tol) for k in ev):
                 partial.append((len(ev), p))
                 explained |= set(ev)
     # Partial matches are named only when together they explain every difference from the
     # reference: a mistake that agrees on its own evidence (perhaps one yes/no behaviour) while
     # other behaviours are unexplained is a guess, and a wrong name misleads more than none.
-    different = {k for k in keys if not behaviour.same(sub.get(k), ref.get(k))}
+    different = {k for k in keys if not behaviour.same(sub.get(k), ref.get(k), tol)}
     if not different <= explained:
         partial = []
     if differs and not matches and not partial:
-        partial = _by_behaviour(comp, sub, table, different)
+        partial = _by_behaviour(comp, sub, table, different, profile)
     partial_sorted = [p for _, p in sorted(partial, key=lambda t: -t[0])]
     # own-component pitfalls first: a mistake in this very part is the likelier explanation
     matches.sort(key=lambda p: p.component != comp)
     return Diagnosis(comp, matches, partial_sorted, differs)
 
 
-def _by_behaviour(comp: str, sub: dict, table, different: set[str]) -> list[tuple[int, Pitfall]]:
+def _by_behaviour(comp: str, sub: dict, table, different: set[str], profile=None) -> list[tuple[int, Pitfall]]:
     """The partial matches on the behavioural features alone (``behaviour.BEHAVIOURAL``): pitfalls
     whose behaviours the submission shares where they differ from the reference, kept only when
     together they explain every behaviour in which the submission differs. For code not derived from
@@ -119,25 +121,28 @@ def _by_behaviour(comp: str, sub: dict, table, different: set[str]) -> list[tupl
     if not shown:
         return []
     found, explained = [], set()
-    for p in catalogue.candidates(comp):
-        ev = [k for k in catalogue.evidence(table, p.name, comp) if k.startswith(behaviour.BEHAVIOURAL)]
+    tol = through.tolerance(profile)
+    for p in catalogue.candidates(comp, profile):
+        ev = [k for k in catalogue.evidence(table, p.name, comp, tol) if k.startswith(behaviour.BEHAVIOURAL)]
         theirs = table[p.name][comp]
-        if ev and all(behaviour.same(sub.get(k), theirs.get(k)) for k in ev):
+        if ev and all(behaviour.same(sub.get(k), theirs.get(k), tol) for k in ev):
             found.append((len(ev), p))
             explained |= set(ev)
     return found if shown <= explained else []
 
 
-def _shows_a_difference(comp: str, sub: dict, table) -> bool:
+def _shows_a_difference(comp: str, sub: dict, table, tol: behaviour.Tolerance) -> bool:
     """The probes of ``comp`` show a behaviour of its own that differs from the reference (a name
     missing or a stub is no behaviour)."""
     ref = table["reference"][comp]
-    return any(not behaviour.same(sub.get(k), ref.get(k)) and sub.get(k) not in _ABSENT
+    return any(not behaviour.same(sub.get(k), ref.get(k), tol) and sub.get(k) not in _ABSENT
                for k in set(sub) | set(ref))
 
 
-def diagnose(impl, components: Iterable[str], table=None) -> dict[str, Diagnosis]:
-    """A :class:`Diagnosis` per component for the loaded submission ``impl``.
+def diagnose(impl, components: Iterable[str], table=None, profile=None) -> dict[str, Diagnosis]:
+    """A :class:`Diagnosis` per component for the loaded submission ``impl`` (under the course profile
+    ``profile``: as :func:`transformer_spec.profiles.diagnosis.submission` probes it, against the
+    catalogue written in the course's API).
 
     A mistake of another part is named here only when that part's own probes name it; a mistake of
     this part only when nothing it calls (:func:`registry.upstream`) behaves differently from a
@@ -145,14 +150,15 @@ def diagnose(impl, components: Iterable[str], table=None) -> dict[str, Diagnosis
     behaviour that an upstream mistake changed would send the student to the wrong place (issue 27)."""
     comps = list(components)
     needed = [c for c in registry.names() if c in comps or any(c in registry.upstream(x) for x in comps)]
-    table = table if table is not None else catalogue.catalogue_features(needed)
+    table = table if table is not None else catalogue.catalogue_features(needed, profile)
+    tol = through.tolerance(profile)
     mine = behaviour.features(impl, needed)
-    own = {c: _own_diagnosis(c, mine[c], table) for c in needed}
+    own = {c: _own_diagnosis(c, mine[c], table, profile) for c in needed}
     shown = {c: {p.name for p in (d.matches or d.partial)} for c, d in own.items()}
     out = {}
     for comp in comps:
         d = own[comp]
-        upstream = tuple(u for u in registry.upstream(comp) if _shows_a_difference(u, mine[u], table))
+        upstream = tuple(u for u in registry.upstream(comp) if _shows_a_difference(u, mine[u], table, tol))
 
         def kept(p: Pitfall) -> bool:
             if p.component != comp:  # a mistake of a part it calls: only if that part's own probes show it
@@ -172,7 +178,7 @@ class Annotations:
     mistakes: dict[str, tuple[str, ...]]  # the pitfalls it names (the matches, else the partial ones)
 
 
-def annotate(submission, results: Iterable[Outcome]) -> Annotations:
+def annotate(submission, results: Iterable[Outcome], profile=None) -> Annotations:
     """The diagnosis of each failing component of a graded run (the grading plugin shows each
     message once: the notes, results.json's ``output`` and ``extra_data``; the class report
     counts the named pitfalls).
@@ -181,16 +187,18 @@ def annotate(submission, results: Iterable[Outcome]) -> Annotations:
     ``$TRANSFORMER_SPEC_NO_DIAGNOSE`` is set, or for a component whose failures are all missing
     names, stubs (or tests that use one), forbidden APIs, timeouts or tests that did not run
     (their messages already say what to do). The key ``"(all)"`` holds a note when the
-    diagnosis could not run.
+    diagnosis could not run. Under a course ``profile`` it runs where
+    :func:`transformer_spec.profiles.diagnosis.diagnosable` (else it names nothing).
     """
-    if os.environ.get(NO_DIAGNOSE_ENV) or submission.error is not None:
+    if os.environ.get(NO_DIAGNOSE_ENV) or submission.error is not None or not through.diagnosable(profile):
         return Annotations({}, {})
     failing = {r.component for r in results if r.kind in DIAGNOSED and not r.uses_stub}
     if not failing:
         return Annotations({}, {})
     try:
+        probed = through.submission(submission, profile)
         found = alarm.call_within(DIAGNOSIS_SECONDS, lambda: diagnose(
-            submission, [c for c in registry.names() if c in failing]), "the diagnosis")
+            probed, [c for c in registry.names() if c in failing], profile=profile), "the diagnosis")
     except BaseException as exc:  # noqa: BLE001 - submission code runs here: SystemExit, a hang... never break a grade
         return Annotations({"(all)": f"(the diagnosis could not run: {type(exc).__name__}: {exc})"}, {})
     return Annotations({comp: d.message() for comp, d in found.items()},

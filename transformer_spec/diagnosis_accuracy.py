@@ -24,12 +24,13 @@ from pathlib import Path
 
 import torch
 
-from . import registry
-from .behaviour import same
+from . import layout, registry, tracks
+from .behaviour import EXACT, Tolerance, same
 from .diagnose import Diagnosis, diagnose
 from .diagnosis_catalogue import catalogue_features
 from .loader import load
 from .patching import INDEPENDENT_IMPL, load_patched_independent, load_patched_reference
+from .profiles import diagnosis as through
 
 #: The same mistakes written differently from the catalogue's patches (as another student would):
 #: ``(expected pitfall, patches)``. Measures whether a diagnosis generalises beyond the patch text.
@@ -152,28 +153,29 @@ def shown_names(d: Diagnosis) -> list[str]:
     return [p.name for p in (d.matches or d.partial)]
 
 
-def _behaves_like(table, a: str, b: str, comp: str) -> bool:
+def _behaves_like(table, a: str, b: str, comp: str, tol: Tolerance = EXACT) -> bool:
     fa, fb = table[a][comp], table[b][comp]
-    return all(same(fa.get(k), fb.get(k)) for k in set(fa) | set(fb))
+    return all(same(fa.get(k), fb.get(k), tol) for k in set(fa) | set(fb))
 
 
-def _row(table, label: str, comp: str, d: Diagnosis, expected: str | None, partial_ok: bool = False) -> dict:
+def _row(table, label: str, comp: str, d: Diagnosis, expected: str | None, partial_ok: bool = False,
+         tol: Tolerance = EXACT) -> dict:
     """One row's outcome; ``partial_ok``: a partial match naming ``expected`` (and nothing wrong) counts
     as named (code not derived from the reference shares a mistake's behaviours, not its numbers)."""
     names = shown_names(d)
-    wrong = [n for n in names if expected is None or not (n == expected or _behaves_like(table, n, expected, comp))]
+    wrong = [n for n in names
+             if expected is None or not (n == expected or _behaves_like(table, n, expected, comp, tol))]
     full = [m.name for m in d.matches]
     named = expected is not None and (expected in full or (bool(full) and not wrong and all(
-        _behaves_like(table, m, expected, comp) for m in full)) or (partial_ok and expected in names and not wrong))
+        _behaves_like(table, m, expected, comp, tol) for m in full)) or (partial_ok and expected in names and not wrong))
     return {"row": label, "pitfall": expected, "component": comp, "ok": named if expected else not names,
             "diagnosed_as": full, "partial": [m.name for m in d.partial], "wrong": wrong, "names": len(names)}
 
 
-def accuracy(progress=None) -> dict:
-    """Diagnose every row (see the module docstring); returns the rows and the totals."""
+def accuracy(progress=None, profile=None) -> dict:
+    """Diagnose every row (see the module docstring); returns the rows and the totals. Under a course
+    ``profile``: :func:`_through_profile`'s rows."""
     start = time.monotonic()
-    components = registry.names()
-    table = catalogue_features(components)
     rows, variant_rows, precision_rows, independent_rows = [], [], [], []
     elsewhere: list[dict] = []  # the same rows in the components their mistake can change downstream
 
@@ -182,6 +184,11 @@ def accuracy(progress=None) -> dict:
         if progress:
             progress(row)
 
+    if through.profile_of(profile).name != through.DEFAULT:
+        _through_profile(through.profile_of(profile), add, rows, precision_rows, elsewhere)
+        return _totals(rows, variant_rows, independent_rows, precision_rows, elsewhere, start)
+    components = registry.names()
+    table = catalogue_features(components)
     with tempfile.TemporaryDirectory(prefix="diagnose-acc-") as tmp:
         for i, p in enumerate(registry.pitfalls()):
             torch.manual_seed(1000 + i)
@@ -219,6 +226,45 @@ def accuracy(progress=None) -> dict:
     for label, target in CORRECT_IMPLEMENTATIONS.items():
         for comp, d in diagnose(load(target), components, table).items():
             add(precision_rows, _row(table, label, comp, d, None))
+    return _totals(rows, variant_rows, independent_rows, precision_rows, elsewhere, start)
+
+
+def _through_profile(profile, add, rows: list, precision_rows: list, elsewhere: list) -> None:
+    """The rows under a course profile, each written in the course's API as a student of it hands it in
+    (:func:`transformer_spec.profiles.diagnosis.implementation`): recall on every pitfall the profile can
+    see (its track's, less its catalogue's ``UNSEEN``, and the catalogue's own); precision on those, on
+    the track's and the catalogue's allowed variations, and on the reference and the track's independent
+    implementation in every component of the track."""
+    cat = through.catalogue(profile)
+    components = list(tracks.component_names(profile.track))
+    table = catalogue_features(components, profile)
+    tol = through.tolerance(profile)
+    pitfalls = [p for p in registry.pitfalls() if tracks.home(p.component) == profile.track
+                and p.name not in getattr(cat, "UNSEEN", {})] + list(getattr(cat, "PITFALLS", ()))
+    variations = [v for v in _variations() if tracks.home(v.component) == profile.track] \
+        + list(getattr(cat, "VARIATIONS", ()))
+    with tempfile.TemporaryDirectory(prefix="diagnose-acc-") as tmp:
+        for i, p in enumerate(pitfalls):
+            torch.manual_seed(1000 + i)
+            impl = through.implementation(profile, Path(tmp), p.name, p.patches)
+            found = diagnose(impl, [c for c in registry.affected_by(p.component) if c in components], table, profile)
+            add(rows, _row(table, p.name, p.component, found[p.component], p.name, tol=tol))
+            elsewhere.extend(_row(table, p.name, c, d, p.name, tol=tol) for c, d in found.items() if c != p.component)
+        for i, v in enumerate(variations):
+            torch.manual_seed(4000 + i)
+            impl = through.implementation(profile, Path(tmp), v.name, v.patches)
+            for comp, d in diagnose(impl, [c for c in registry.affected_by(v.component) if c in components], table,
+                                    profile).items():
+                add(precision_rows, _row(table, f"variation {v.name}", comp, d, None, tol=tol))
+        correct = {"the reference": "reference",
+                   "the independent implementation": str(layout.ROOT / tracks.get(profile.track).independent)}
+        for label, target in correct.items():
+            impl = through.implementation(profile, Path(tmp), label, (), base=target)
+            for comp, d in diagnose(impl, components, table, profile).items():
+                add(precision_rows, _row(table, label, comp, d, None, tol=tol))
+
+
+def _totals(rows, variant_rows, independent_rows, precision_rows, elsewhere, start: float) -> dict:
     every = rows + variant_rows + independent_rows + precision_rows + elsewhere
     given = sum(r["names"] for r in every)
     wrong = [(r["row"], r["component"], n) for r in every for n in r["wrong"]]
@@ -237,7 +283,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m transformer_spec.diagnose",
                                      description="Recall and precision of the named diagnoses.")
     parser.add_argument("--min-rate", type=float, default=0.9, help="exit 1 below this recall (default 0.9)")
+    parser.add_argument("--profile", default=None, metavar="NAME",
+                        help="a shipped course profile (cs336): its rows written in the course's API, diagnosed "
+                             "through it (default: the contract's own names)")
     args = parser.parse_args(argv)
+    if args.profile is not None:
+        try:
+            chosen = through.profile_of(args.profile)
+        except ValueError as exc:
+            parser.error(str(exc))
+        if not through.diagnosable(chosen):
+            parser.error(f"--profile {args.profile}: the diagnosis names nothing under it (no catalogue of the "
+                         "project's writes its mistakes in the course's API)")
 
     def show(r):
         if r["pitfall"] is None and r["ok"]:
@@ -247,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         extra = "" if r["diagnosed_as"] == [r["pitfall"]] else f" -> {got}"
         print(f"  {mark:<5} {r['component']:<10} {r['row']}{extra}", flush=True)
 
-    result = accuracy(progress=show)
+    result = accuracy(progress=show, profile=args.profile)
     rate = result["correct"] / result["total"]
     print(f"\nrecall: diagnosed as itself (or an identically behaving pitfall): {result['correct']} / "
           f"{result['total']} = {rate:.1%}; {result['seconds']} s")
@@ -262,10 +319,13 @@ def main(argv: list[str] | None = None) -> int:
     for names, comp in groups.items():
         print(f"  indistinguishable on the '{comp}' probes: {', '.join(names)}")
     clean = sum(1 for r in result["precision_rows"] if r["ok"])
+    which = (f"{len(UNNAMED)} unnamed mistakes, {len(_variations())} allowed variations in the components they can "
+             f"change, {' and '.join(CORRECT_IMPLEMENTATIONS)} in every component") if args.profile is None else (
+        f"the allowed variations of the {chosen.track} track and of the profile in the components they can change, the "
+        f"reference and the independent implementation in every component, all through the {chosen.name} profile")
     print(f"precision: {result['names_given'] - len(result['wrong_names'])} of {result['names_given']} names given "
           f"are right ({result['precision']:.1%}); nothing named on {clean} / {len(result['precision_rows'])} "
-          f"rows that must get no name ({len(UNNAMED)} unnamed mistakes, {len(_variations())} allowed variations "
-          f"in the components they can change, {' and '.join(CORRECT_IMPLEMENTATIONS)} in every component)")
+          f"rows that must get no name ({which})")
     named_elsewhere = sum(1 for r in result["elsewhere"] if r["names"])
     print(f"downstream: {len(result['elsewhere'])} (mistake, component it can change) pairs diagnosed, "
           f"{named_elsewhere} with a name, {sum(1 for r in result['elsewhere'] if r['wrong'])} with a wrong one")

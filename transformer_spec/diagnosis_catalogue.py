@@ -22,13 +22,14 @@ from pathlib import Path
 
 import torch
 
-from . import behaviour, loader, registry
+from . import behaviour, registry
+from .profiles import diagnosis as through
 from .behaviour import Features
-from .patching import REFERENCE_DIR, load_patched_reference
+from .patching import REFERENCE_DIR
 from .registry import Pitfall
 
 
-def _cache_key() -> str:
+def _cache_key(profile=None) -> str:
     h = hashlib.sha256()
     here = Path(__file__).parent
     sources = [*sorted(REFERENCE_DIR.glob("*.py")), *sorted((here / "components").glob("*.py")), Path(__file__),
@@ -36,41 +37,48 @@ def _cache_key() -> str:
     for path in sources:
         h.update(path.name.encode() + path.read_bytes())
     h.update(torch.__version__.encode())
+    h.update(through.source_key(profile))
     return h.hexdigest()[:16]
 
 
-def _cache_path() -> Path:
+def _cache_path(key: str) -> Path:
     base = Path(os.environ.get("TRANSFORMER_SPEC_CACHE", Path(tempfile.gettempdir()) / "transformer_spec_cache"))
-    return base / f"diagnose-{_cache_key()}.pt"
+    return base / f"diagnose-{key}.pt"
 
 
 _MEMO: dict[str, dict[str, dict[str, Features]]] = {}
 
 
-def candidates(comp: str) -> list[Pitfall]:
+def candidates(comp: str, profile=None) -> list[Pitfall]:
     """The pitfalls that can show in component ``comp``: those of the components it depends on
-    (``registry.affected_by``); errors pitfalls (shared argument checks) only in ``errors``."""
-    return [p for p in registry.pitfalls() if comp in registry.affected_by(p.component)]
+    (``registry.affected_by``); errors pitfalls (shared argument checks) only in ``errors``. Under a
+    course profile, those it can see and its catalogue's own (:func:`transformer_spec.profiles.diagnosis.candidates`)."""
+    return through.candidates(comp, profile)
 
 
 TABLE_VAR = "TRANSFORMER_SPEC_DIAGNOSIS_TABLE"
 
 
-def write_table(path: Path) -> Path:
-    """The whole table (every component) into ``path``, for children that cannot compute it."""
-    table = catalogue_features(registry.names())
+def write_table(path: Path, profile=None) -> Path:
+    """The whole table (every component) into ``path``, for children that cannot compute it (under the
+    course profile ``profile`` their submissions are graded through)."""
+    table = catalogue_features(registry.names(), profile)
     torch.save(table, path)
     return path
 
 
-def catalogue_features(components: Iterable[str]) -> dict[str, dict[str, Features]]:
+def catalogue_features(components: Iterable[str], profile=None) -> dict[str, dict[str, Features]]:
     """``{pitfall name or "reference": {component: features}}`` for ``components``, for the
-    pitfalls that can show there (:func:`candidates`); computed once, cached on disk."""
+    pitfalls that can show there (:func:`candidates`); computed once, cached on disk. Under a course
+    profile, each row is written in the course's API and probed through it, as a student's code is
+    (:mod:`transformer_spec.profiles.diagnosis`)."""
+    if not through.diagnosable(profile):
+        return {}  # nothing is named under it (transformer_spec.diagnose.annotate)
     given = os.environ.get(TABLE_VAR)
     if given:
         return torch.load(given, weights_only=True)
-    key = _cache_key()
-    path = _cache_path()
+    key = _cache_key(profile)
+    path = _cache_path(key)
     table = _MEMO.get(key)
     if table is None and path.exists():
         with contextlib.suppress(Exception):
@@ -78,17 +86,16 @@ def catalogue_features(components: Iterable[str]) -> dict[str, dict[str, Feature
     table = table if table is not None else {}
     _MEMO[key] = table
     todo = {}
-    for comp in components:
-        for name in ["reference", *(p.name for p in candidates(comp))]:
+    for comp in through.components(components, profile):
+        for name in ["reference", *(p.name for p in candidates(comp, profile))]:
             if comp not in table.get(name, {}):
                 todo.setdefault(name, []).append(comp)
     if not todo:
         return table
-    pitfalls = {p.name: p for p in registry.pitfalls()}
     with tempfile.TemporaryDirectory(prefix="diagnose-") as tmp:
         for name, comps in todo.items():
-            impl = loader.load("reference") if name == "reference" else \
-                load_patched_reference(Path(tmp), pitfalls[name].patches, f"pitfall_{name}")
+            patches = () if name == "reference" else through.pitfall(name, profile).patches
+            impl = through.implementation(profile, Path(tmp), f"pitfall_{name}", patches)
             table.setdefault(name, {}).update(behaviour.features(impl, comps))
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,7 +105,7 @@ def catalogue_features(components: Iterable[str]) -> dict[str, dict[str, Feature
     return table
 
 
-def evidence(table, name: str, comp: str) -> list[str]:
+def evidence(table, name: str, comp: str, tol: behaviour.Tolerance = behaviour.EXACT) -> list[str]:
     """The features of ``comp`` where pitfall ``name`` differs from the reference."""
     ref, mine = table["reference"][comp], table[name][comp]
-    return [k for k in sorted(set(ref) | set(mine)) if not behaviour.same(ref.get(k), mine.get(k))]
+    return [k for k in sorted(set(ref) | set(mine)) if not behaviour.same(ref.get(k), mine.get(k), tol)]

@@ -376,10 +376,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
                 run.interrupted += " before all tests were collected"
         _publish(session.config, run, final=True)
         sub = under_test(session.config).imported
-        # The diagnosis probes the contract's own API: under a profile lacking part of it, it names nothing.
-        if not run.interrupted and sub is not None and not plugin_profile(session.config).lacks:
+        if not run.interrupted and sub is not None:  # under a course profile: through its API (diagnose.annotate)
             run.settle(session.config)  # the diagnosis reads the settled kinds, file or not
-            found = diagnose.annotate(sub, run.results.values())
+            found = diagnose.annotate(sub, run.results.values(), plugin_profile(session.config))
             run.diagnoses, run.mistakes = found.messages, found.mistakes
             if run.diagnoses:
                 _publish(session.config, run, final=True)

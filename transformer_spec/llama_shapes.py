@@ -65,11 +65,11 @@ def minillama_parameters(vocab_size: int, d_model: int, num_layers: int, num_hea
 SMALL = {"vocab_size": 13, "d_model": 8, "num_layers": 2, "num_heads": 2, "num_kv_heads": 1, "d_ff": 12, "max_len": 8}
 
 
-def small_minillama(impl, seed: int, *, tied: bool = False, sharp: bool = False):
+def small_minillama(impl, seed: int, *, tied: bool = False, sharp: bool = False, num_kv_heads: int | None = None):
     """``impl.MiniLlama`` of :data:`SMALL`'s sizes with weights from ``seed``, in float64 and eval mode.
     ``sharp``: larger embeddings and q, k projections, so positions decide the attention (a cached token
-    rotated at the wrong position changes what is generated)."""
-    s = SMALL
+    rotated at the wrong position changes what is generated). ``num_kv_heads``: instead of SMALL's."""
+    s = SMALL if num_kv_heads is None else {**SMALL, "num_kv_heads": num_kv_heads}
     params = minillama_parameters(s["vocab_size"], s["d_model"], s["num_layers"], s["num_heads"], s["d_ff"], seed,
                                   num_kv_heads=s["num_kv_heads"], tied=tied)
     if sharp:

@@ -148,7 +148,8 @@ def _prepare(ctx: Context, setup: ThreadPoolExecutor) -> None:
     try:
         chosen = setup.submit(sandbox.choose, ctx.settings.sandbox)  # a probe child, ~1 s
         if ctx.settings.diagnose:
-            ctx.diagnosis_table = diagnosis_catalogue.write_table(ctx.tmp_root / "diagnosis.pt")
+            ctx.diagnosis_table = diagnosis_catalogue.write_table(ctx.tmp_root / "diagnosis.pt",
+                                                                  ctx.settings.profile_object())
         ctx.sandbox = chosen.result()
     except BaseException:
         kill_all()  # the skeleton's child, if this process gave up first (no sandbox works here)

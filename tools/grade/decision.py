@@ -11,6 +11,7 @@ from pathlib import Path
 from transformer_spec import outcomes, registry, submission_coverage
 from transformer_spec.outcomes import Kind
 from transformer_spec.results_file import nodeid_of
+from transformer_spec.profiles.diagnosis import every_pitfall
 
 from . import absent, coverage_pages, rechecks
 from .children import ChildRun, run_child
@@ -149,7 +150,7 @@ def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path
         status, detail = "forbidden-api", f"a forbidden API, {next(iter(verdicts.forbidden.values()))}"
     diagnoses = {} if last is None else {c: _clean(d, sandbox) for c, d in last.diagnoses.items()
                                          if c in registry.names() and c not in tampered}
-    known = {p.name for p in registry.pitfalls()}
+    known = set(every_pitfall())  # the registry's and the course profiles' own
     mistakes = {} if last is None else {c: [n for n in names if n in known] for c, names in last.mistakes.items()
                                         if c in diagnoses}
     return _finish(entry, ctx, status, _clean(detail, sandbox), subhash, tests, tampered, diagnoses,

@@ -125,10 +125,11 @@ def _label(text: str) -> str:
 
 def common_mistakes(records: Iterable[Record]) -> list[tuple[str, list[str]]]:
     """``(pitfall name, students)`` for every pitfall of the catalogue a diagnosis named, the most
-    common first (a name the child reported that the catalogue lacks is not a mistake to count)."""
-    from transformer_spec.pitfalls import by_name
+    common first (a name the child reported that the catalogue lacks is not a mistake to count; a course
+    profile's own pitfalls count as well)."""
+    from transformer_spec.profiles.diagnosis import every_pitfall
 
-    known = by_name()
+    known = every_pitfall()
     who: dict[str, set[str]] = {}
     for r in records:
         for names in r.mistakes.values():
@@ -182,7 +183,9 @@ def render(records: dict[str, Record], title: str = "class report") -> str:
                      f"<td class=n>{100 * mean / full:.0f} %</td><td class=n>{complete} of {len(rs)}</td></tr>")
     parts += ["</table>", "<h2>Students x components</h2>", f'<img alt="heatmap" src="{_heatmap(rs, maxima)}">']
     found = common_mistakes(rs)
-    catalogue = {p.name: p for p in registry.pitfalls()}
+    from transformer_spec.profiles.diagnosis import every_pitfall
+
+    catalogue = every_pitfall()
     parts += ["<h2>Most common mistakes</h2>", f'<img alt="mistakes" src="{_mistakes(found)}">']
     if found:
         parts.append("<table><tr><th>mistake</th><th>component</th><th>students</th><th>who</th></tr>")

@@ -95,6 +95,13 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "mha", lambda: attn(kv=H, rope=False)(x))
     bp.capture(f, "positions", lambda: attn()(x, causal, torch.tensor([4, 1, 0, 9, 3])))
     bp.capture(f, "batch_positions", lambda: attn()(x, None, torch.tensor([[4, 1, 0, 9, 3], [2, 2, 7, 6, 5]])))
+    # as many key/value heads as query heads, causal: what a course whose attention is always causal and
+    # has no grouped queries expresses (cs336)
+    bp.capture(f, "mha_causal", lambda: attn(kv=H, rope=False)(x, causal))
+    bp.capture(f, "mha_causal_rope", lambda: attn(kv=H)(x, causal))
+    bp.capture(f, "mha_causal_positions", lambda: attn(kv=H)(x, causal, torch.tensor([4, 1, 0, 9, 3])))
+    bp.capture(f, "mha_causal_batch_positions",
+               lambda: attn(kv=H)(x, causal, torch.tensor([[4, 1, 0, 9, 3], [2, 2, 7, 6, 5]])))
     bp.capture(f, "~kv_not_dividing", lambda: bp.names_arg(lambda: impl.GroupedQueryAttention(12, 4, 3), "num_kv_heads"))
 
     def shift_invariant():

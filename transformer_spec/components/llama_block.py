@@ -65,6 +65,14 @@ def behaviour(impl, f: bp.Features) -> None:
     zero = bp.zeroed(p, "attn.output_proj.weight", "ffn.w2.weight")
     bp.capture(f, "~zero_sublayers_is_identity", lambda: bool(torch.allclose(block(zero)(x)[0], x)))
     bp.capture(f, "~zero_ffn_out", lambda: block(bp.zeroed(p, "ffn.w2.weight"))(x, causal)[0])
+    # as many key/value heads as query heads: what a course without grouped queries expresses (cs336)
+    q = testing.seeded_parameters(llama_block_shapes(D, H, FF, H), seed=113)
+
+    def mha_block(params=q):
+        return bp.module(impl.LlamaBlock, params, d_model=D, num_heads=H, d_ff=FF, num_kv_heads=H, max_len=16)
+
+    bp.capture(f, "mha_out", lambda: mha_block()(x, causal))
+    bp.capture(f, "~mha_zero_ffn_out", lambda: mha_block(bp.zeroed(q, "ffn.w2.weight"))(x, causal)[0])
 
 
 def _block(mod, seed):

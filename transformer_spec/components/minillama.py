@@ -76,6 +76,8 @@ def behaviour(impl, f: bp.Features) -> None:
         return bool(torch.allclose(a, b))
 
     bp.capture(f, "~causal", causal)
+    # as many key/value heads as query heads: what a course without grouped queries expresses (cs336)
+    bp.capture(f, "mha_logits", lambda: small_minillama(impl, 122, num_kv_heads=SMALL["num_heads"])(tokens)[0])
 
 
 def _logits(mod, seed):

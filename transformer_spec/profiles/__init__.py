@@ -109,7 +109,19 @@ def contract_module(names: dict, course: ModuleType, profile: str) -> ModuleType
     module = ModuleType(f"{profile}_profile_of_{getattr(course, '__name__', 'submission')}")
     module.__file__ = getattr(course, "__file__", None)
     module.__dict__.update(names)
+    module.__course__ = course  # what the diagnosis maps again, probing it as it probes the catalogue
     return module
+
+
+def catalogue(profile: Profile) -> ModuleType | None:
+    """A shipped course profile's catalogue (``transformer_spec.profiles.<name>_catalogue``: its own
+    pitfalls and variations, the track's pitfalls it cannot see, and how a contract implementation is
+    written in the course's API), or None (the contract's own names, or a profile of one's own)."""
+    if profile.name == DEFAULT or profile.origin is not None:
+        return None
+    import importlib
+
+    return importlib.import_module(f"{__name__}.{profile.name}_catalogue")
 
 
 def _profiles() -> tuple[Profile, ...]:

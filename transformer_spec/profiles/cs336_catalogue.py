@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from types import ModuleType
 
 from .. import layout
 from ..patching import PatchError, write_patched_reference
@@ -103,12 +104,29 @@ def write_repository(dest: Path, package: str, patches, independent: Path | None
         shutil.copyfile(independent, dest / package / "__init__.py")
     else:
         write_patched_reference(dest, own, package)
+    (dest / "tests").mkdir(parents=True, exist_ok=True)
+    (dest / ADAPTER_FILE).write_text(
+        f"{adapter_text(patches)}\n\nimport {package} as _implementation  # noqa: E402\n\n"
+        "globals().update(adapters_for(_implementation))\n")
+    return dest
+
+
+def adapter_text(patches=()) -> str:
+    """:data:`ADAPTERS` with the patches of ``tests/adapters.py`` among ``patches`` applied."""
     text = (layout.ROOT / ADAPTERS).read_text()
     for _, old, new in (p for p in patches if p[0] == ADAPTER_FILE):
         if text.count(old) != 1:
             raise PatchError(f"patch for {ADAPTER_FILE}: expected the text once, found it {text.count(old)} times: {old!r}")
         text = text.replace(old, new)
-    (dest / "tests").mkdir(parents=True, exist_ok=True)
-    (dest / ADAPTER_FILE).write_text(
-        f"{text}\n\nimport {package} as _implementation  # noqa: E402\n\nglobals().update(adapters_for(_implementation))\n")
-    return dest
+    return text
+
+
+def course_module(implementation, patches=(), name: str = "cs336_adapters") -> ModuleType:
+    """The handout's adapter functions (:data:`ADAPTERS`, with the adapter's patches among ``patches``)
+    over ``implementation`` (the contract's modern names), as the module a student's ``tests/adapters.py``
+    is: what the diagnosis runs the catalogue through (:mod:`transformer_spec.profiles.diagnosis`)."""
+    module = ModuleType(name)
+    module.__file__ = str(layout.ROOT / ADAPTERS)
+    exec(compile(adapter_text(patches), module.__file__, "exec"), module.__dict__)  # noqa: S102 - the project's own file
+    module.__dict__.update(module.adapters_for(implementation))
+    return module
