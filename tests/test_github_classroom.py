@@ -17,7 +17,7 @@ import yaml
 
 from tests.test_gradescope_bundle import pinned_torch
 from tools import classroom, classroom_check, release
-from transformer_spec import tracks
+from transformer_spec import profiles, tracks
 from transformer_spec import rubric as rubrics
 
 REPO = Path(__file__).resolve().parent.parent
@@ -205,3 +205,52 @@ def test_force_rewrites_the_workflow_and_the_kit(tmp_path):
     assert release.main(["--github-classroom", str(out), "--grader-repo", GRADER, "--force"]) == 0
     assert "autograding-command-grader" in (out / ".github" / "workflows" / "classroom.yml").read_text()
     assert os.access(out / "my_transformer" / "__init__.py", os.R_OK)
+
+
+# A course profile's repository (issue 30): the template is the course's handout; the workflow grades the
+# student's whole repository, checked out beside the grader's checkout
+
+@pytest.fixture(scope="module")
+def cs336_template(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("classroom") / "cs336"
+    assert release.main(["--github-classroom", str(out), "--grader-repo", GRADER, "--profile", "cs336"]) == 0
+    return out
+
+
+def test_a_course_profiles_workflow_checks_the_repository_out_beside_the_grader_and_grades_all_of_it(cs336_template):
+    assert sorted(p.name for p in cs336_template.iterdir()) == [".github"]  # no kit: the course's handout is the template
+    steps = _steps(cs336_template)
+    checkouts = [s for s in steps if s.get("uses", "").startswith("actions/checkout@")]
+    assert checkouts[0]["with"] == {"path": classroom.REPOSITORY_PATH}
+    assert checkouts[1]["with"]["path"] == classroom.GRADER_PATH != classroom.REPOSITORY_PATH
+    (grade,) = [s["run"] for s in steps if "tools.grade single" in s.get("run", "")]
+    assert f'"$GITHUB_WORKSPACE/{classroom.REPOSITORY_PATH}"' in grade and "--profile cs336" in grade
+    assert f'"$GITHUB_WORKSPACE/{classroom.RESULTS}"' in grade  # outside the graded repository
+    points = rubrics.load_rubric(profiles.get("cs336").rubric, "modern").components
+    assert {s["with"]["test-name"]: s["with"]["max-score"] for s in _component_steps(steps)} == \
+        {c: int(v) for c, v in points.items() if v > 0}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_course_profiles_workflow_grades_a_repository_and_every_component_check_passes(cs336_template, tmp_path):
+    """The grading step and the component steps run as GitHub runs them, on a correct CS336-style repository
+    in ``submission/`` (the independent implementation behind a filled-in tests/adapters.py)."""
+    from tests.profiles.repositories import cs336_repository
+
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    cs336_repository(workspace / classroom.REPOSITORY_PATH)
+    (workspace / classroom.GRADER_PATH).symlink_to(REPO)
+    steps = _steps(cs336_template)
+    (grade,) = [s["run"] for s in steps if "tools.grade single" in s.get("run", "")]
+    env = {**os.environ, "GITHUB_WORKSPACE": str(workspace)}
+    proc = subprocess.run(["bash", "-c", grade], cwd=workspace, env=env, capture_output=True, text=True, timeout=500)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    results = json.loads((workspace / classroom.RESULTS).read_text())
+    assert results["score"] == pytest.approx(100.0), results["output"][-2000:]
+    check_env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    for step in _component_steps(steps):
+        check = subprocess.run(["bash", "-c", step["with"]["command"]], cwd=workspace, env=check_env,
+                               capture_output=True, text=True, timeout=120)
+        assert check.returncode == 0, (step["with"]["test-name"], check.stdout, check.stderr)

@@ -176,7 +176,8 @@ def test_the_class_grader_refuses_a_track_the_profile_does_not_grade(tmp_path, c
 
 def test_the_platforms_take_a_profile_and_the_kit_refuses_one(tmp_path, capsys):
     """The Gradescope bundle passes ``--profile`` on to ``tools.grade single``; the starter kit (the
-    contract's names) and the GitHub Classroom template (that kit) refuse it in one line."""
+    contract's names: a course's students start from its handout) refuses it in one line, and so does
+    ``--name`` for GitHub Classroom, whose template is then the handout (tests/test_github_classroom.py)."""
     from tools import gradescope_bundle, release
     from tools.grade.cli import build_single_parser, settings_of
 
@@ -186,7 +187,7 @@ def test_the_platforms_take_a_profile_and_the_kit_refuses_one(tmp_path, capsys):
     assert (settings.profile, settings.track) == ("cs336", "modern")
     assert settings.rubric_object().components["masks"] == 0  # the profile's own rubric
     for argv in (["--out", str(tmp_path / "kit")],
-                 ["--github-classroom", str(tmp_path / "gh"), "--grader-repo", "o/r"]):
+                 ["--github-classroom", str(tmp_path / "gh"), "--grader-repo", "o/r", "--name", "kit"]):
         assert release.main([*argv, "--profile", "cs336"]) == 2
         err = capsys.readouterr().err
         assert "--profile cs336" in err and err.count("\n") == 1, err

@@ -1,7 +1,9 @@
 """GitHub Classroom's autograding workflow: ``python -m tools.release --github-classroom DIR [settings]``.
 
 Writes the assignment's template repository: the starter kit (``DIR/<name>/``, as ``--out``) and
-``DIR/.github/workflows/classroom.yml``. On every push the workflow checks out the student's
+``DIR/.github/workflows/classroom.yml``. With a course profile (``--profile cs336``) the template is the
+course's own handout: only the workflow is written, to be added to it, and the workflow checks the
+student's repository out into ``submission/`` and grades all of it there. On every push the workflow checks out the student's
 repository and the course's copy of this project (``--grader-repo OWNER/NAME``, ``--grader-ref``;
 a private one is read with the secret ``TRANSFORMER_SPEC_TOKEN``), installs it (bubblewrap, the
 pinned torch CPU build, the project through ``constraints.txt``), grades ``<name>/`` once with
@@ -33,6 +35,8 @@ from .grade.settings import GradeError
 WORKFLOW = Path(".github") / "workflows" / "classroom.yml"
 RUBRIC = Path(".github") / "transformer_spec_rubric.toml"
 GRADER_PATH = ".transformer-spec"  # the grader's checkout, in the student's workspace
+#: where a course profile's repository is checked out (the whole repository is the submission)
+REPOSITORY_PATH = "submission"
 RESULTS = ".transformer-spec-results.json"  # in the workspace
 TOKEN_SECRET = "TRANSFORMER_SPEC_TOKEN"
 PYTHON_VERSION = "3.11"
@@ -70,8 +74,10 @@ def _q(value: str) -> str:
 
 
 def workflow(points: dict[str, int], grader_repo: str, grader_ref: str, package: str, grade_args: list[str],
-             torch_version: str, grading_minutes: int, rubric: bool = False) -> str:
-    """The workflow's text."""
+             torch_version: str, grading_minutes: int, rubric: bool = False, repository: bool = False) -> str:
+    """The workflow's text. ``repository``: the submission is the student's whole repository (a course
+    profile's, reached through its adapter file), checked out into ``package`` beside the grader's
+    checkout, so that neither the grader nor the results file lies inside what is graded."""
     extra = "".join(f" {shlex.quote(a)}" for a in grade_args)
     if rubric:
         extra += f' --rubric "$GITHUB_WORKSPACE/{RUBRIC.as_posix()}"'
@@ -104,6 +110,7 @@ def workflow(points: dict[str, int], grader_repo: str, grader_ref: str, package:
         "    steps:",
         f"      - name: {_q('Check out the submission')}",
         '        uses: "actions/checkout@v4"',
+        *(["        with:", f"          path: {_q(package)}"] if repository else []),
         f"      - name: {_q('Check out the grader')}",
         '        uses: "actions/checkout@v4"',
         "        with:",
@@ -175,8 +182,10 @@ def build(out: Path, args: argparse.Namespace, grader_repo: str | None, grader_r
     except GradeError as exc:
         raise ClassroomError(str(exc)) from None
     points = component_points(args.rubric or settings.profile_object().rubric, settings.track)
-    text = workflow(points, grader_repo, grader_ref, package, gradescope_bundle.settings_arguments(args),
-                    gradescope_bundle.pinned_torch(), _grading_minutes(args), args.rubric is not None)
+    repository = settings.profile_object().adapter is not None
+    text = workflow(points, grader_repo, grader_ref, REPOSITORY_PATH if repository else package,
+                    gradescope_bundle.settings_arguments(args), gradescope_bundle.pinned_torch(),
+                    _grading_minutes(args), args.rubric is not None, repository)
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(target, text.encode())
     if args.rubric is not None:

@@ -269,9 +269,20 @@ def main(argv: list[str] | None = None) -> int:
                   f"{prairielearn.OPTIONS_NAME} into the question's info.json (docs/grading.md)")
             return 0
         if args.github_classroom is not None:
+            course = profiles.get(args.profile)
+            if course.adapter is not None:  # the template is the course's own handout: the workflow alone
+                if args.name:
+                    raise ReleaseError(f"--name applies to the starter kit; with --profile {args.profile} the template "
+                                       "is the course's own handout and no kit is written")
+                target = classroom.build(args.github_classroom, args, args.grader_repo, args.grader_ref or "main",
+                                         classroom.REPOSITORY_PATH, args.force)
+                print(f"GitHub Classroom workflow written to {target}: add {args.github_classroom / '.github'} to the "
+                      f"course's template repository (its handout, with {course.adapter}); each push grades the "
+                      "student's whole repository (docs/grading.md)")
+                return 0
             if args.profile != profiles.DEFAULT:
-                raise ReleaseError(f"--profile {args.profile} is not available for --github-classroom yet (its template "
-                                   "is the starter kit of the contract's names); use --gradescope or --prairielearn")
+                raise ReleaseError(f"--profile {args.profile} is not available for --github-classroom (its template is "
+                                   "the starter kit of the contract's names); use --gradescope or --prairielearn")
             name = args.name or "my_transformer"
             if not name.isidentifier():
                 raise ReleaseError(f"--name {name!r} is not a valid Python package name")
