@@ -115,6 +115,11 @@ def catalogue(v):
            "log_z = torch.logsumexp(logits, dim=-1)")),
         v("grad_clip_without_eps", "grad_clip", "The factor max_norm / g, without the 1e-6.",
           ("optim.py", "g.mul_(max_norm / (total + 1e-6))", "g.mul_(max_norm / total)")),
+        v("grad_clip_clamped_factor_always_applied", "grad_clip", "Every gradient multiplied by min(1, max_norm / "
+          "(g + 1e-6)) whatever g is, as torch.nn.utils.clip_grad_norm_ does (it changes gradients within the "
+          "bound only within 1e-6 of it).",
+          ("optim.py", "    if total > max_norm:\n        for g in grads:\n            g.mul_(max_norm / (total + 1e-6))",
+           "    factor = min(1.0, max_norm / (total + 1e-6))\n    for g in grads:\n        g.mul_(factor)")),
         v("adamw_decay_after_the_step", "adamw", "The decoupled decay applied after the Adam step, from the new θ "
           "(CS336's Algorithm 1 order).",
           ("optim.py", _ADAM_TAIL, "step_size = lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)\n"
