@@ -85,6 +85,21 @@ def test_check_grades_a_submission_outside_the_clone(installed):
     assert not list(elsewhere.rglob("conftest.py"))
 
 
+def test_a_course_own_pytest_run_beside_the_installed_suite_is_untouched(installed):
+    """pytest loads the pytest11 entry point in every run of the environment: a course's own tests (a
+    CS336 student's, calling torch's attention, in a folder of its own) run as if the suite were not
+    installed: no rubric, no forbidden-API guard, no score (found on the 22 CS336 repositories)."""
+    bin_dir, elsewhere = installed
+    own = elsewhere / "a_course_repository"
+    (own / "tests").mkdir(parents=True)
+    (own / "tests" / "test_own.py").write_text(
+        "import torch\nimport torch.nn.functional as F\n\n\ndef test_attention():\n"
+        "    q = torch.ones(1, 2, 4)\n    assert F.scaled_dot_product_attention(q, q, q).shape == (1, 2, 4)\n")
+    proc = _run([bin_dir / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=own)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "1 passed" in proc.stdout and "score" not in proc.stdout and "rubric" not in proc.stdout + proc.stderr
+
+
 def test_a_failure_names_the_command_that_reruns_it(installed):
     bin_dir, elsewhere = installed
     broken = elsewhere / "broken"

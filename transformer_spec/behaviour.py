@@ -48,8 +48,21 @@ def value(x):
 BEHAVIOURAL = "~"
 
 
-def capture(features: Features, name: str, fn: Callable[[], object]) -> None:
-    """``features[name] = fn()``, or the kind of error it raised."""
+class Probes(dict):
+    """One component's features while its probes capture them; ``lacks``: what the course profile the
+    submission is probed through cannot express (a probe that needs it is left out)."""
+
+    def __init__(self, lacks: Iterable[str] = ()):
+        super().__init__()
+        self.lacks = frozenset(lacks)
+
+
+def capture(features: Features, name: str, fn: Callable[[], object], needs: Iterable[str] = ()) -> None:
+    """``features[name] = fn()``, or the kind of error it raised. ``needs``: capabilities
+    (:data:`transformer_spec.profiles.CAPABILITIES`) without which the result means nothing, as a query
+    row whose keys are all blocked for a course that leaves it undefined: not captured where lacking."""
+    if set(needs) & getattr(features, "lacks", frozenset()):
+        return
     try:
         out = fn()
     except loader.SubmissionError:
@@ -159,15 +172,16 @@ def small_minigpt(impl, dropout=0.0):
 
 
 
-def features(impl, components: Iterable[str] | None = None) -> dict[str, Features]:
-    """Every probe's feature for ``impl`` (a loaded submission), per component."""
+def features(impl, components: Iterable[str] | None = None, lacks: Iterable[str] = ()) -> dict[str, Features]:
+    """Every probe's feature for ``impl`` (a loaded submission), per component; ``lacks``: what the course
+    profile it is probed through cannot express (:class:`Probes`)."""
     out: dict[str, Features] = {}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny tensors: one thread is fastest, and a shared machine stays usable
     with torch.random.fork_rng(), _quiet(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name in registry.names() if components is None else components:
-            f: Features = {}
+            f = Probes(lacks)
             torch.manual_seed(0)
             try:
                 with alarm.time_limit(PROBE_TIME_LIMIT, f"the diagnosis probes of {name!r}") as limit:
@@ -176,7 +190,7 @@ def features(impl, components: Iterable[str] | None = None) -> dict[str, Feature
                 if not exc.of(limit):
                     raise  # an outer limit (the whole diagnosis's) ran out
                 f["timeout"] = "timeout"
-            out[name] = f
+            out[name] = dict(f)  # a plain dict: the catalogue's table is stored with weights_only
     torch.set_num_threads(threads)
     return out
 

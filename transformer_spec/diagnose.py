@@ -152,7 +152,7 @@ def diagnose(impl, components: Iterable[str], table=None, profile=None) -> dict[
     needed = [c for c in registry.names() if c in comps or any(c in registry.upstream(x) for x in comps)]
     table = table if table is not None else catalogue.catalogue_features(needed, profile)
     tol = through.tolerance(profile)
-    mine = behaviour.features(impl, needed)
+    mine = behaviour.features(impl, needed, through.lacks(profile))
     own = {c: _own_diagnosis(c, mine[c], table, profile) for c in needed}
     shown = {c: {p.name for p in (d.matches or d.partial)} for c, d in own.items()}
     out = {}

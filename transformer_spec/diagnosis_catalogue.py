@@ -96,7 +96,7 @@ def catalogue_features(components: Iterable[str], profile=None) -> dict[str, dic
         for name, comps in todo.items():
             patches = () if name == "reference" else through.pitfall(name, profile).patches
             impl = through.implementation(profile, Path(tmp), f"pitfall_{name}", patches)
-            table.setdefault(name, {}).update(behaviour.features(impl, comps))
+            table.setdefault(name, {}).update(behaviour.features(impl, comps, through.lacks(profile)))
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp_path = path.with_suffix(f".{os.getpid()}.tmp")

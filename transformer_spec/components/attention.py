@@ -100,8 +100,11 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "causal", lambda: sdpa(x, x, x, inputs.causal(4)))
     mask = torch.zeros(2, 3, 5, dtype=torch.bool)
     mask[0, :, 3:] = True
-    mask[1, 1, :] = True  # a fully blocked row
-    bp.capture(f, "blocked", lambda: sdpa(q, k, v, mask))
+    mask[1, 1, 1:] = True  # only key 0 allowed
+    bp.capture(f, "blocked_some", lambda: sdpa(q, k, v, mask))
+    mask = mask.clone()
+    mask[1, 1, 0] = True  # a fully blocked row: zeros by the contract, undefined where a course lacks it
+    bp.capture(f, "blocked", lambda: sdpa(q, k, v, mask), needs=("blocked_rows",))
     # Which keys get weight in rows that block some keys and allow others: a behaviour any code with
     # the same mistake shares, whatever it does with the other rows (issue 27; behaviour.BEHAVIOURAL).
     bp.capture(f, "~keys_weighted_blocked", lambda: (sdpa(q, k, v, mask)[1][0] > 0).double())

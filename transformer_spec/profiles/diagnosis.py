@@ -64,6 +64,12 @@ def components(names: Iterable[str], profile: Profile | str | None) -> list[str]
     return [c for c in names if c in tracks.component_names(p.track)]
 
 
+def lacks(profile: Profile | str | None) -> frozenset[str]:
+    """What the probes leave out under ``profile`` (:class:`transformer_spec.behaviour.Probes`): what it
+    cannot express, unless it is probed directly."""
+    return frozenset() if direct(profile) else profile_of(profile).lacks
+
+
 def tolerance(profile: Profile | str | None) -> behaviour.Tolerance:
     return FLOAT32 if "float64" in profile_of(profile).lacks else behaviour.EXACT
 
