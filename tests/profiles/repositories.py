@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from transformer_spec.profiles.cs336_catalogue import ADAPTERS
+
 PROFILES = Path(__file__).resolve().parent
 REPO = PROFILES.parent.parent
 
@@ -17,7 +19,7 @@ def cs336_repository(dest: Path, mistake: tuple[str, str] | None = None) -> Path
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     shutil.copyfile(REPO / "tests" / "independent" / "alt_modern.py", package / "model.py")
-    text = (PROFILES / "contract_adapters.py").read_text()
+    text = ADAPTERS.read_text()
     if mistake is not None:
         assert mistake[0] in text
         text = text.replace(*mistake)

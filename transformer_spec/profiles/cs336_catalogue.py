@@ -15,13 +15,12 @@ import shutil
 from pathlib import Path
 from types import ModuleType
 
-from .. import layout
 from ..patching import PatchError, write_patched_reference
 from ..registry import Pitfall
 from ..variations import Variation
 
-#: the adapter functions over the contract's modern names, as a student fills them in (from the repository's root)
-ADAPTERS = "tests/profiles/contract_adapters.py"
+#: the adapter functions over the contract's modern names, as a student fills them in
+ADAPTERS = Path(__file__).resolve().parent / "cs336_adapters.py"
 ADAPTER_FILE = "tests/adapters.py"
 
 _MASK = "blocked = None if mask is None else ~mask  # the handout's mask: True = attend"
@@ -113,7 +112,7 @@ def write_repository(dest: Path, package: str, patches, independent: Path | None
 
 def adapter_text(patches=()) -> str:
     """:data:`ADAPTERS` with the patches of ``tests/adapters.py`` among ``patches`` applied."""
-    text = (layout.ROOT / ADAPTERS).read_text()
+    text = ADAPTERS.read_text()
     for _, old, new in (p for p in patches if p[0] == ADAPTER_FILE):
         if text.count(old) != 1:
             raise PatchError(f"patch for {ADAPTER_FILE}: expected the text once, found it {text.count(old)} times: {old!r}")
@@ -126,7 +125,7 @@ def course_module(implementation, patches=(), name: str = "cs336_adapters") -> M
     over ``implementation`` (the contract's modern names), as the module a student's ``tests/adapters.py``
     is: what the diagnosis runs the catalogue through (:mod:`transformer_spec.profiles.diagnosis`)."""
     module = ModuleType(name)
-    module.__file__ = str(layout.ROOT / ADAPTERS)
+    module.__file__ = str(ADAPTERS)
     exec(compile(adapter_text(patches), module.__file__, "exec"), module.__dict__)  # noqa: S102 - the project's own file
     module.__dict__.update(module.adapters_for(implementation))
     return module

@@ -1,8 +1,10 @@
 """Stanford CS336 assignment 1's adapter functions over any implementation of the contract's modern
 track, written as a student fills in the handout's ``tests/adapters.py``: build the module, load the given
-weights, run it. ``adapters_for(impl)`` gives the functions; each test repository's ``tests/adapters.py``
-(``cs336_reference``, ``cs336_independent``) takes them for its implementation. Only the handout's public
-function names and signatures are used.
+weights, run it. ``adapters_for(impl)`` gives the functions: the project's test repositories' ``tests/adapters.py``
+(``tests/profiles/cs336_reference``, ``cs336_independent``) take them for their implementation, the cs336 kill
+matrix writes this file into each row's repository, and the diagnosis writes the catalogue's mistakes in the
+course's API with it (:mod:`transformer_spec.profiles.cs336_catalogue`). It ships in the package, so a wheel or a
+grading bundle has it. Only the handout's public function names and signatures are used.
 """
 
 from __future__ import annotations
