@@ -11,6 +11,8 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,46 @@ def _write(tmp_path: Path, source: str) -> Path:
     p = tmp_path / "sub.py"
     p.write_text(source)
     return p
+
+
+def test_the_reading_holds_when_grading_threads_read_at_once(tmp_path):
+    """The class grader reads each student's files in its grading threads. On CPython before 3.13 two
+    ``ast.parse`` at once could fail with a spurious ``SystemError`` (gh-106905) when the garbage
+    collector ran a finalizer mid-parse, and the student got a ``grader-error``: all 0 where pytest
+    gave 96.92 (the cs336 class test in CI), or 28 (the sample class's ``system_exit``). Here two
+    threads read while making such garbage; each reading must give the same names."""
+    sub = _write(tmp_path, (REFERENCE_DIR / "seq2seq.py").read_text() * 3)
+    expected = absent.bound_names(sub)
+    assert expected and "Seq2SeqTransformer" in expected
+
+    class Finalised:  # cyclic garbage whose finalizer lets another thread run mid-parse
+        def __del__(self):
+            time.sleep(0)
+
+    got, errors = [], []
+
+    def read():
+        for _ in range(100):
+            for _ in range(200):
+                garbage = Finalised()
+                garbage.cycle = garbage
+            try:
+                got.append(absent.bound_names(sub))
+            except Exception as exc:  # noqa: BLE001 - what a grading thread would have raised
+                errors.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=read) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(got) == 200 and all(g == expected for g in got), errors[:3]
+
+
+def test_source_the_parser_cannot_take_makes_the_reading_give_up(tmp_path):
+    """Nesting too deep for the parser is unknown, never a grader error (a hostile file's trick)."""
+    assert absent.bound_names(_write(tmp_path, "causal_mask = " + "-" * 200_000 + "1\n")) is None
+    assert absent.bound_names(_write(tmp_path, "causal_mask = 1\n")) == {"causal_mask"}
 
 
 @pytest.mark.parametrize("source", [

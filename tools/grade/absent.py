@@ -13,11 +13,19 @@ tests without a hidden twin). The parent decides it from the submission's source
   ``__import__``/``importlib``, a module ``__getattr__``, ``__dict__``, ``sys.modules``,
   ``import *``; a file that does not parse; compiled or other code files (``.so``, ``.pyc``, ``.pth``);
   too much source to read.
+
+The class grader reads the files in its grading threads, several at once. On CPython before 3.13,
+``ast.parse`` in two threads at once can fail with a spurious ``SystemError: AST constructor
+recursion depth mismatch`` (cpython gh-106905: the depth counter is the interpreter's, and a
+finalizer run by the garbage collector mid-parse lets another thread in): it cost an honest
+student the whole grade as a ``grader-error``. So :func:`parse` holds one lock, and retries once
+on the ``SystemError`` a parse in some other thread (a traceback's carets) can still cause.
 """
 
 from __future__ import annotations
 
 import ast
+import threading
 from pathlib import Path
 
 from transformer_spec import notebooks, registry
@@ -26,6 +34,22 @@ MAX_SOURCE_BYTES = 4 * 2**20
 DYNAMIC = frozenset({"exec", "eval", "compile", "globals", "vars", "locals", "setattr", "__import__", "importlib",
                      "__getattr__", "__dict__", "modules", "__builtins__", "builtins", "import_module"})
 CODE_SUFFIXES = (".so", ".pyd", ".pyc", ".pth", ".dll", ".dylib")
+_PARSE_LOCK = threading.Lock()  # one ast.parse at a time in this process (see the module docstring)
+
+
+def parse(source: str, filename: str) -> ast.Module | None:
+    """``source``'s tree, or None when it cannot be read as Python: a syntax error, null bytes, or
+    nesting too deep for the parser (RecursionError, MemoryError). Thread-safe."""
+    for attempt in range(2):
+        try:
+            with _PARSE_LOCK:
+                return ast.parse(source, filename)
+        except SystemError:  # gh-106905 (see the module docstring): once more, then give up
+            if attempt:
+                return None
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+    return None
 
 
 def _sources(root: Path) -> list[tuple[str, str]] | None:
@@ -56,9 +80,8 @@ def bound_names(root: Path) -> set[str] | None:
         return None
     names: set[str] = set()
     for filename, source in sources:
-        try:
-            tree = ast.parse(source, filename)
-        except (SyntaxError, ValueError):
+        tree = parse(source, filename)
+        if tree is None:
             return None
         for node in ast.walk(tree):
             if isinstance(node, ast.Name):
