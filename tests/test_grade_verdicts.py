@@ -158,3 +158,31 @@ def test_records_are_signed_and_an_altered_one_is_rejected(tmp_path):
     other = Output(elsewhere)
     other.load_records()
     assert not other.records and "bob" in other.rejected
+
+
+def test_an_error_of_the_grader_is_graded_again_and_only_twice_is_a_grader_error(monkeypatch):
+    """A grading that raises (a bug of the tool, a fault of the host, the parser's spurious SystemError
+    of cpython gh-106905) is never the student's doing: the student is graded once more, and only an
+    error that happens again is a ``grader-error`` row (which never stops the batch)."""
+    from tools.grade import batch
+
+    calls = []
+
+    def flaky(entry, ctx):
+        calls.append(entry)
+        if len(calls) == 1:
+            raise SystemError("AST constructor recursion depth mismatch (before=21, after=14)")
+        return "the grade", None, None
+
+    monkeypatch.setattr(batch, "grade_entry", flaky)
+    assert batch.grade_safely("alice", None) == ("the grade", None, None) and calls == ["alice", "alice"]
+
+    def broken(entry, ctx):
+        calls.append(entry)
+        raise KeyError("x")
+
+    monkeypatch.setattr(batch, "grade_entry", broken)
+    monkeypatch.setattr(batch, "empty_record", lambda entry, ctx, status, detail, subhash: (entry, status, detail))
+    calls.clear()
+    assert batch.grade_safely("bob", None) == (("bob", "grader-error", "KeyError: 'x' (graded twice)"), None, None)
+    assert calls == ["bob", "bob"]

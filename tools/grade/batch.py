@@ -99,7 +99,7 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
         jobs = jobs or os.cpu_count() or 1
         pool = ThreadPoolExecutor(max_workers=jobs)
         try:
-            pending = {pool.submit(_grade_safely, e, ctx) for e in todo}
+            pending = {pool.submit(grade_safely, e, ctx) for e in todo}
             # The first children run while the setup finishes; a setup that failed (the suite not
             # collected) stops the batch here, before any record is saved.
             comps = _components(ctx.skeleton)
@@ -203,11 +203,19 @@ def _remove_old_tmp_roots(state: Path) -> None:
         note.unlink(missing_ok=True)
 
 
-def _grade_safely(entry: Entry, ctx: Context):
+def grade_safely(entry: Entry, ctx: Context):
+    """``grade_entry``; an error of the grader itself (a bug of the tool, a fault of the host or of
+    the interpreter, such as the parser's spurious ``SystemError`` of ``tools/grade/absent.py``) is
+    graded once more, from the start, since it is never the student's doing; only an error that
+    happens twice is the student's ``grader-error`` row, and it never stops the batch."""
+    try:
+        return grade_entry(entry, ctx)
+    except Exception:  # noqa: BLE001 - graded once more, below
+        pass
     try:
         return grade_entry(entry, ctx)
     except Exception as exc:  # noqa: BLE001 - a bug of the tool must not stop the batch
-        rec = empty_record(entry, ctx, "grader-error", f"{type(exc).__name__}: {exc}", "none")
+        rec = empty_record(entry, ctx, "grader-error", f"{type(exc).__name__}: {exc} (graded twice)", "none")
         return rec, None, None
 
 
