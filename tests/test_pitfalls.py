@@ -6,6 +6,7 @@ from hypothesis import Phase, settings
 from tools import mutants
 from transformer_spec import (
     hypothesis_profiles,  # noqa: F401 - registers the profiles
+    profiles,
     registry,
 )
 from transformer_spec.patching import PatchError, load_patched_reference, write_patched_reference
@@ -110,3 +111,23 @@ def test_unknown_pitfall_is_a_usage_error(capsys):
     with pytest.raises(SystemExit):
         mutants.main(["--only", "no_such_pitfall"])
     assert "unknown pitfall" in capsys.readouterr().err
+
+
+def test_every_row_of_an_optional_component_is_graded_by_default_in_the_matrix_whose_rubric_gives_it_points():
+    """The modern matrix grades the track's default rubric (its optional training utilities get no
+    points there) and leaves their rows out; the cs336 profile's matrix, whose rubric gives them points,
+    grades each of them. ``--optional`` (or ``--only`` naming one) grades them under the contract's names."""
+    from transformer_spec import rubric
+
+    variations, pitfalls = mutants.rows_of_track("modern")
+    every_v, every_p = mutants.rows_of_track("modern", every=True)
+    left_out = {r.name for r in [*every_v, *every_p]} - {r.name for r in [*variations, *pitfalls]}
+    assert left_out and all(mutants.optional(r) for r in [*every_v, *every_p] if r.name in left_out)
+    assert not any(mutants.optional(r) for r in [*variations, *pitfalls])
+    course_v, course_p = mutants.rows_of_track("modern", "cs336")
+    assert left_out <= {r.name for r in [*course_v, *course_p]}
+    cs336 = rubric.load_rubric(profiles.get("cs336").rubric, track="modern").components
+    assert all(cs336[r.component] > 0 for r in [*every_v, *every_p] if r.name in left_out)
+    assert mutants.grader_settings(track="modern").rubric is None  # the track's default rubric
+    assert "adamw = " in mutants.grader_settings(track="modern", optional=True).rubric
+    assert mutants.grader_settings(track="modern", course="cs336", optional=True).rubric is None  # the profile's own

@@ -2,6 +2,7 @@
 
     python -m tools.mutants                     # every row, 2 in parallel; exit 1 on a gap
     python -m tools.mutants --track modern      # the modern track's rows (the Llama-style decoder)
+    python -m tools.mutants --track modern --optional   # and its optional training utilities' rows
     python -m tools.mutants --only no_scaling tanh_gelu --show-tests
     python -m tools.mutants --only handwritten_softmax generate_under_no_grad   # variations too
     python -m tools.mutants --json kill_matrix.json
@@ -16,14 +17,12 @@ re-checks; ``--hypothesis-profile mutation`` runs it without shrinking). The fai
 tests the child's pytest reports, grouped by their component, make one row of the matrix. Every
 row is honest code, so its class grade must be exactly that pytest report, with status ``ok``: a
 row whose hidden re-check costs a test, or that is called ``tampering``, is a ``GRADER DIFFERS``
-(issue 25: the path instructors use gives honest code what pytest gives it). The unpatched reference runs too, and
-so does an independently written correct implementation (``tests/independent/alt_submission.py``,
-written from the contract alone in another style): a test that fails it over-specifies (a
-test that fails only because it uses a name the independent implementation does not define,
-a component it does not implement yet, is listed as not covered instead). So
-does every allowed variation of :mod:`transformer_spec.variations` (the reference rewritten in
-a way the contract leaves free: another dropout placement inside attention, a tied head through
-``F.linear``, a hand-written LayerNorm, no KV cache, ...): each is a row that must be clean.
+(issue 25: the path instructors use gives honest code what pytest gives it). The unpatched reference
+runs too, and so does an independently written correct implementation (``tests/independent/``,
+written from the contract alone in another style): a test that fails it over-specifies (one that
+uses a name it does not define yet is listed as not covered instead). So does every allowed
+variation of :mod:`transformer_spec.variations` (the reference rewritten in a way the contract leaves
+free: a tied head through ``F.linear``, a hand-written LayerNorm, ...): a row that must be clean.
 
 Exit status 1 if the reference, the independent implementation or a variation fails any test, if a pitfall
 survives (no test fails), if a pitfall is killed only outside its own component (the grade
@@ -60,7 +59,6 @@ from transformer_spec.variations import BY_NAME as VARIATIONS_BY_NAME
 from transformer_spec.variations import CATALOGUE as VARIATIONS
 from transformer_spec.variations import Variation
 
-REPO = Path(__file__).resolve().parent.parent
 REFERENCE = "(reference)"
 INDEPENDENT = "(independent)"
 CORRECT = (REFERENCE, INDEPENDENT)  # rows that must be clean
@@ -124,22 +122,32 @@ class Row:
         return self.verdict in ("clean", "killed", "unseen")
 
 
-def grader_settings(profile: str = PROFILE, track: str = tracks.DEFAULT, course: str = profiles.DEFAULT) -> Settings:
+def grader_settings(profile: str = PROFILE, track: str = tracks.DEFAULT, course: str = profiles.DEFAULT,
+                    optional: bool = False) -> Settings:
     """How the kill matrix grades a row: as ``tools.grade`` grades a student (sandbox, limits, hidden
     re-checks, the ``grading`` hypothesis profile, the track's tests and rubric, the course profile),
-    with one torch thread and no named diagnosis."""
-    whole = rubric.with_optional_text(track) if course == profiles.DEFAULT else None  # a profile's rubric: its own
+    with one torch thread and no named diagnosis. ``optional``: the contract's rubric gives the optional
+    components points (a course profile's rubric is its own)."""
+    whole = rubric.with_optional_text(track) if course == profiles.DEFAULT and optional else None
     return Settings(list(DEFAULT_TESTS), whole, Limits(threads=1), hypothesis_profile=profile, diagnose=False,
                     track=track, profile=course)
 
 
-def rows_of_track(track: str, course: str = profiles.DEFAULT) -> tuple[list[Variation], list[Pitfall]]:
-    """The allowed variations and pitfalls of ``track``'s kill matrix: those of the components whose
-    home it is (:func:`transformer_spec.tracks.home`), and the course profile's own catalogue."""
-    catalogue = _catalogue(course)
-    return ([v for v in VARIATIONS if tracks.home(v.component) == track] + list(getattr(catalogue, "VARIATIONS", ())),
-            [p for p in registry.pitfalls() if tracks.home(p.component) == track]
-            + list(getattr(catalogue, "PITFALLS", ())))
+def optional(item: Pitfall | Variation | str) -> bool:
+    """Whether ``item`` is a row of an optional component (the modern track's training utilities)."""
+    return not isinstance(item, str) and registry.get(item.component).optional
+
+
+def rows_of_track(track: str, course: str = profiles.DEFAULT, every: bool = False) -> tuple[list[Variation], list[Pitfall]]:
+    """The allowed variations and pitfalls of ``track``'s kill matrix: those of the components whose home
+    it is (:func:`transformer_spec.tracks.home`), and the course profile's own catalogue. Under the
+    contract's names the optional components' rows are left out unless ``every``: the track's rubric gives
+    them no points, and the cs336 matrix, whose rubric does, grades each with the same laws (here they cost
+    every modern row their tests and AdamW's first use, about a second)."""
+    cat, keep = _catalogue(course), (lambda r: every or course != profiles.DEFAULT or not optional(r))
+    return ([v for v in VARIATIONS if tracks.home(v.component) == track and keep(v)] + list(getattr(cat, "VARIATIONS", ())),
+            [p for p in registry.pitfalls() if tracks.home(p.component) == track and keep(p)]
+            + list(getattr(cat, "PITFALLS", ())))
 
 
 def _catalogue(course: str):
@@ -236,8 +244,8 @@ def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, p
         folder.mkdir()
         for item in items:
             write_row(item, folder, track, course)
-        records = grade_class(folder, Path(tmp) / "grades", grader_settings(profile, track, course), jobs=jobs,
-                              progress=False, class_report=False)
+        settings = grader_settings(profile, track, course, optional=any(optional(item) for item in items))
+        records = grade_class(folder, Path(tmp) / "grades", settings, jobs=jobs, progress=False, class_report=False)
     rows = []
     for item in items:
         rows.append(row_of(item, records.get(item if isinstance(item, str) else item.name)))
@@ -289,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--track", choices=tracks.names(), default=tracks.DEFAULT,
                         help=f"the track whose rows are graded (default {tracks.DEFAULT}): the pitfalls and variations of "
                              "its components, its reference and independent implementation, its tests and rubric")
+    parser.add_argument("--optional", action="store_true",
+                        help="also grade the optional components' rows (the modern track's training utilities) "
+                             "under the contract's names; the cs336 profile's matrix grades them by default")
     parser.add_argument("--list", action="store_true", help="list the pitfalls and the variations, and exit")
     parser.add_argument("--diagnose-accuracy", action="store_true",
                         help="measure how often transformer_spec.diagnose names each pitfall (with --profile: "
@@ -299,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--profile {course.name} grades the {course.track} track; leave out --track {args.track}")
     args.track = course.track or args.track
 
-    track_variations, pitfalls = rows_of_track(args.track, course.name)
+    track_variations, pitfalls = rows_of_track(args.track, course.name, every=args.optional)
     by_name = {p.name: p for p in [*registry.pitfalls(), *pitfalls, *track_variations]}
     if args.list:
         for p in pitfalls:
