@@ -116,7 +116,7 @@ def test_unknown_pitfall_is_a_usage_error(capsys):
 def test_every_row_of_an_optional_component_is_graded_by_default_in_the_matrix_whose_rubric_gives_it_points():
     """The modern matrix grades the track's default rubric (its optional training utilities get no
     points there) and leaves their rows out; the cs336 profile's matrix, whose rubric gives them points,
-    grades each of them. ``--optional`` (or ``--only`` naming one) grades them under the contract's names."""
+    grades each of them. ``--every`` (or ``--only`` naming one) grades them under the contract's names."""
     from transformer_spec import rubric
 
     variations, pitfalls = mutants.rows_of_track("modern")
@@ -131,3 +131,13 @@ def test_every_row_of_an_optional_component_is_graded_by_default_in_the_matrix_w
     assert mutants.grader_settings(track="modern").rubric is None  # the track's default rubric
     assert "adamw = " in mutants.grader_settings(track="modern", optional=True).rubric
     assert mutants.grader_settings(track="modern", course="cs336", optional=True).rubric is None  # the profile's own
+
+
+def test_a_course_profiles_matrix_leaves_out_the_pitfalls_it_lists_unseen_unless_every():
+    """``--profile cs336`` grades every pitfall its profile can see; ``--every`` also grades those its
+    catalogue lists as unseen, and fails one that gets killed (``LISTED UNSEEN BUT KILLED``)."""
+    unseen = profiles.catalogue(profiles.get("cs336")).UNSEEN
+    _, pitfalls = mutants.rows_of_track("modern", "cs336")
+    _, every = mutants.rows_of_track("modern", "cs336", every=True)
+    assert unseen and {p.name for p in every} - {p.name for p in pitfalls} == set(unseen)
+    assert mutants.Row("x", "gqa", unseen="gqa", failed={"gqa": ["t"]}).verdict == "LISTED UNSEEN BUT KILLED"
