@@ -6,7 +6,8 @@ re-check is run in this process as the re-check child runs it (:func:`transforme
 the loaded submission, the same seeding, the same encoding of the answer, the parent's comparison)
 and must agree with the reference's outputs on 20 seeds for the reference itself and for
 ``tests/independent/`` (written without looking at ``reference/``), agree for every allowed
-variation (:mod:`transformer_spec.variations`) on two seeds, and disagree with some pitfall of its
+variation (:mod:`transformer_spec.variations`) on one seed (the kill matrix re-checks each on a fresh
+secret seed in every run), and disagree with some pitfall of its
 own component on each of three seeds. A public replay (the re-check on its anchor's own inputs,
 ``tests/test_recheck_replays.py``) is held the same way.
 """
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Initializing zero-element tensor
 
 CHECKS = registry.rechecks()
 SEEDS = [90_001 + 7_919 * i for i in range(20)]  # any seeds: the class grader draws a secret one
-VARIATION_SEEDS = SEEDS[:2]
+VARIATION_SEEDS = SEEDS[:1]  # the kill matrix grades every variation on a fresh secret seed in each run too
 
 
 REPLAYED = [r for r in CHECKS if r.public is not None]
