@@ -144,7 +144,7 @@ def rows_of_track(track: str, course: str = profiles.DEFAULT, every: bool = Fals
     CI's budget: under the contract's names no optional component's rows (the track's rubric gives them no
     points; the cs336 matrix, whose rubric does, grades each with the same laws), and under a course profile
     none of the pitfalls its catalogue lists as ones it cannot see (``UNSEEN``; ``every`` checks the list)."""
-    cat, unseen = _catalogue(course), getattr(_catalogue(course), "UNSEEN", {})
+    unseen = getattr(cat := _catalogue(course), "UNSEEN", {})
     keep = lambda r: every or (not optional(r) if course == profiles.DEFAULT else r.name not in unseen)  # noqa: E731
     return ([v for v in VARIATIONS if tracks.home(v.component) == track and keep(v)] + list(getattr(cat, "VARIATIONS", ())),
             [p for p in registry.pitfalls() if tracks.home(p.component) == track and keep(p)]
