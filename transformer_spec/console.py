@@ -49,7 +49,7 @@ def check_command(argv: list[str]) -> list[str]:
         else:
             ini += ["-o", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
     return [sys.executable, "-m", "pytest", *(tests or [str(layout.ROOT / d) for d in SUITE_DIRS]),
-            "--rootdir", str(layout.ROOT), "-p", "no:cacheprovider", *ini, "--impl", target, *options]
+            "--rootdir", str(layout.ROOT), "-p", "no:cacheprovider", *ini, f"--impl={target}", *options]
 
 
 def main(argv: list[str] | None = None) -> int:

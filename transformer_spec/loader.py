@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from . import contract, layout, notebooks
+from . import contract, layout, notebooks, repository
 from .outcomes import Kind, kind_of_import_failure
 from .submission_errors import (  # noqa: F401 - the loader's errors and messages, re-exported
     NotSubmitted, SubmissionError, SubmissionImportError, SymlinkOutside, describe_import_failure, how_to_fix)
@@ -295,8 +295,9 @@ def load(target: str | None = None, *, require_contract: bool = False, profile=N
 
 
 def _load_through(profile, target: str) -> Submission:
-    """A course's repository: its adapter file (``profile.adapter``) imported with the repository's
-    folder on ``sys.path`` (where its own tests find its package), then mapped onto the contract's
+    """A course's repository: made importable as its install would make it (its packages and package
+    metadata, :mod:`transformer_spec.repository`), its adapter file (``profile.adapter``) imported with
+    the repository's folder on ``sys.path`` as its own tests have it, then mapped onto the contract's
     names by ``profile.build``."""
     root = Path(target).expanduser().resolve()
     adapter = root / profile.adapter
@@ -304,7 +305,11 @@ def _load_through(profile, target: str) -> Submission:
         return Submission(target, None,
                           f"the {profile.name} profile grades a repository holding {profile.adapter}; {target} has none",
                           f"point --impl at the repository's folder (the one that holds {profile.adapter})")
-    if str(root) not in sys.path:
+    try:
+        repository.activate(root)  # its packages and metadata, as its install would give them
+    except OSError as exc:
+        return Submission(target, None, describe_import_failure(str(adapter), exc), how_to_fix(str(adapter), exc))
+    if str(root) not in sys.path:  # its top-level modules, behind what is installed
         sys.path.append(str(root))
     try:
         refuse_outside_symlinks(adapter)

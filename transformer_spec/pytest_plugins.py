@@ -49,11 +49,35 @@ def suite_run(args: Sequence[str], rootdir: str | os.PathLike | None = None, env
     return _inside_suite(rootdir) or any(_inside_suite(a) for a in args if not a.startswith("-"))
 
 
+#: the suite's options that take a value (registered by :data:`PLUGINS`; tests/test_pytest_plugins.py checks the
+#: list against them): before they are registered, pytest's first look at the command line reads
+#: ``--impl PATH`` as an unknown flag followed by a test path
+VALUE_OPTIONS = ("--impl", "--track", "--profile", "--torch-threads", "--rubric", "--grade-json", "--time-limit")
+
+
+def option_values(args: Sequence[str]) -> list[str]:
+    """The values given to :data:`VALUE_OPTIONS` as separate arguments in ``args`` (``--impl PATH``)."""
+    return [value for flag, value in zip(args, args[1:]) if flag in VALUE_OPTIONS]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
-    """Register the suite's plugins for a run of the suite (see the module docstring)."""
+    """Register the suite's plugins for a run of the suite (see the module docstring), and keep pytest from
+    taking the submission for a test path.
+
+    pytest loads the ``conftest.py`` files of every test path it is given, and of its ``test*``
+    folders, before the command line is parsed in full; ``--impl path/to/repository``, read before
+    the suite's options exist, makes the repository one (its ``tests/conftest.py`` ran before the
+    suite, as the student's code, and a CS336 one written for Python 3.12 stopped the run). The
+    values of the suite's options are taken out of that first reading's paths here, before
+    pytest's own hook loads the initial conftests."""
+    namespace = early_config.known_args_namespace
+    values = set(option_values(args))
+    paths = getattr(namespace, "file_or_dir", None)
+    if values and isinstance(paths, list):
+        paths[:] = [p for p in paths if p not in values]
     if IN_CLONE:
         return
-    if suite_run(args, getattr(early_config.known_args_namespace, "rootdir", None)):
+    if suite_run(args, getattr(namespace, "rootdir", None)):
         for name in PLUGINS:
             early_config.pluginmanager.import_plugin(name)

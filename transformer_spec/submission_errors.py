@@ -4,6 +4,7 @@ the submission's own file and line, or a notebook's cell)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import traceback
 from pathlib import Path
 
@@ -41,6 +42,9 @@ def _reason(target: str, exc: BaseException) -> str:
     where = f" (at {_place(own[-1].filename, own[-1].lineno)})" if own else ""
     if isinstance(exc, SyntaxError):
         return f"SyntaxError: {exc.msg} (at {_place(*_syntax_place(target, exc))})"
+    if isinstance(exc, importlib.metadata.PackageNotFoundError):
+        return (f"it reads the package metadata of {exc.name!r} (importlib.metadata), and no such package is "
+                f"installed{where}")
     if isinstance(exc, ModuleNotFoundError) and exc.name != target:
         return f"it needs the module {exc.name!r}, which is not installed{where}"
     if isinstance(exc, ModuleNotFoundError):
@@ -102,6 +106,9 @@ def how_to_fix(target: str, exc: BaseException) -> str:
                 f"checks a file in a second")
     if isinstance(exc, ValueError) and str(target).endswith(notebooks.SUFFIX) and not own:
         return "save the notebook from Jupyter again (File > Save), or hand in the code as a .py file"
+    if isinstance(exc, importlib.metadata.PackageNotFoundError):
+        return (f"give the repository's pyproject.toml a [project] table with name = {exc.name!r} and a version "
+                f"(the grader reads them there, as an install would), or stop reading the package's metadata")
     if isinstance(exc, ModuleNotFoundError) and exc.name != target:
         return (f"remove the import of {exc.name!r} (or install it, if the assignment allows it); the grader "
                 f"has the course's packages only")

@@ -211,8 +211,9 @@ def _ts_steal():
                 args = [a.decode() for a in open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0") if a]
             except OSError:
                 continue
-            if "--impl" in args[:-1]:
-                target = args[args.index("--impl") + 1]
+            targets = [a.split("=", 1)[1] for a in args if a.startswith("--impl=")]
+            targets += [args[args.index("--impl") + 1]] if "--impl" in args[:-1] else []
+            for target in targets:
                 if target.startswith(root + os.sep) and not target.startswith(mine + os.sep):
                     found.append(target)
         for target in sorted(found, key=lambda t: "honest" not in t):

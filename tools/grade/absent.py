@@ -121,15 +121,25 @@ def bound_names(root: Path) -> set[str] | None:
     return names
 
 
-def absent_components(root: Path) -> set[str]:
-    """The components none of whose contract names the submission under ``root`` can define (only
-    components with names of their own; methods such as ``MiniGPT.generate`` are not counted)."""
+def _names_reached(component, profile) -> list[str]:
+    """The names through which the grade reaches ``component``'s code: the contract's (only those of its
+    own; methods such as ``MiniGPT.generate`` are not counted), or under a course profile the course's
+    functions for it (``Profile.functions``: CS336's adapter functions, whatever classes they call).
+    Empty: nothing can be claimed absent (a profile that does not say which of its names reach it)."""
+    if profile is not None and profile.build is not None:
+        return list(profile.functions.get(component.name, ()))
+    return [n.name for n in component.names if "." not in n.name]
+
+
+def absent_components(root: Path, profile=None) -> set[str]:
+    """The components none of whose names (:func:`_names_reached`; ``profile``: the course profile
+    graded, a :class:`transformer_spec.profiles.Profile`) the submission under ``root`` can define."""
     names = bound_names(root)
     if names is None:
         return set()
     out = set()
     for c in registry.components():
-        own = [n.name for n in c.names if "." not in n.name]
+        own = _names_reached(c, profile)
         if own and not any(n in names for n in own):
             out.add(c.name)
     return out

@@ -144,7 +144,7 @@ def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path
                           output="" if passed else output, kind=kind.value))
     passed = {nodeid_of(t): t["tags"][0] for t in tests if t["status"] == "passed"}
     verdicts = rechecks.run_rechecks(ctx, target, sandbox, passed, jail)
-    tampered = apply_verdicts(tests, verdicts, absent.absent_components(sandbox / "sub"))
+    tampered = apply_verdicts(tests, verdicts, absent.absent_components(sandbox / "sub", ctx.settings.profile_object()))
     status, detail = status_of(run, last, tampered)
     if status == "ok" and verdicts.forbidden:
         status, detail = "forbidden-api", f"a forbidden API, {next(iter(verdicts.forbidden.values()))}"

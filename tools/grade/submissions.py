@@ -26,7 +26,9 @@ class Entry:
     target: Path | None  # the .py file or package folder to grade
     copy_root: Path | None  # what is copied into the sandbox (the student's folder, or the file)
     problem: str = ""
-    note: str = ""  # said in the record's detail (an id made unique)
+    note: str = ""  # said in the record's detail (an id made unique, links left out of the copy)
+    #: a course's repository, graded through the profile's adapter file (``adapter``, relative to ``target``)
+    adapter: str | None = None
 
 
 #: what an operating system, an LMS export or a tool leaves in a folder: never a student's entry
@@ -54,7 +56,7 @@ def _entry(p: Path, adapter: str | None = None) -> Entry:
         return Entry(name, None, None, f"{name} is a symbolic link; submit the file or folder itself")
     if adapter is not None:
         if p.is_dir() and (p / adapter).is_file() and not (p / adapter).is_symlink():
-            return Entry(name, p, p)
+            return Entry(name, p, p, adapter=adapter)
         return Entry(name, None, None, f"{name} holds no {adapter}: this profile grades a repository through that "
                                        "file (the course's adapter functions, filled in)")
     if p.is_file() and p.suffix in GRADED_SUFFIXES:
@@ -142,6 +144,22 @@ def copy_submission(entry: Entry, dest: Path) -> Path:
 
     links = outside_symlinks(src) if src.is_dir() else \
         [(src, src.resolve())] if src.is_symlink() and src.resolve().parent != src.parent.resolve() else []
+    left_out: set[Path] = set()
+    if links and entry.adapter is not None:
+        # A repository keeps links that git keeps (a dataset's folder, often dangling); the loader refuses
+        # only those beside the adapter file, which its import could follow. The others are left out of
+        # the copy: nothing outside the repository reaches the sandbox, and the grade is the one pytest
+        # gives the repository (it never reads them).
+        beside_adapter = {link for link, _ in outside_symlinks(src / entry.adapter)}
+        refused = [(link, real) for link, real in links if link in beside_adapter]
+        left_out = {link for link, _ in links} - {link for link, _ in refused}
+        links = refused
+        if left_out:
+            shown = ", ".join(str(p.relative_to(src)) for p in sorted(left_out)[:3])
+            more = f" and {len(left_out) - 3} more" if len(left_out) > 3 else ""
+            said = f"links leaving the repository left out of the copy: {file_name(shown)}{more}"
+            if said not in entry.note:  # graded twice after a crash: said once
+                entry.note = "; ".join(filter(None, [entry.note, said]))
     if links:  # the loader refuses them too; a copy would carry them (or their target) into the sandbox
         raise GradeError(f"{links[0][0].name} is a symlink to {links[0][1]}, outside the submission's folder; "
                          f"submit the files themselves")
@@ -154,7 +172,11 @@ def copy_submission(entry: Entry, dest: Path) -> Path:
         return root
     for path in src.rglob("*"):
         count(path)
-    shutil.copytree(src, root, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        return {n for n in names if n == "__pycache__" or Path(folder, n) in left_out}
+
+    shutil.copytree(src, root, symlinks=True, ignore=ignore)
     return root / entry.target.relative_to(src) if entry.target != src else root
 
 

@@ -121,7 +121,7 @@ def pytest_cmd(ctx: Context, sandbox: Path, impl: str, collect_only: bool = Fals
            "--rootdir", str(suite), "--confcutdir", str(suite), "-p", "no:cacheprovider",
            "-p", "pytest_timeout", "-p", "_hypothesis_pytestplugin", "-p", "transformer_spec.isolation",
            "-s", "-q", "--tb=no", "--no-header", "-o", "console_output_style=classic",
-           "--basetemp", str(sandbox / "work" / "pytest"), "--impl", impl, "--grading",
+           "--basetemp", str(sandbox / "work" / "pytest"), f"--impl={impl}", "--grading",
            "--time-limit", f"{lim.time_limit:g}", "--timeout", f"{lim.test_timeout:g}",
            "--torch-threads", str(lim.threads), "--track", s.track, "--profile", ctx.profile_arg(sandbox)]
     if s.rubric is not None:
