@@ -525,7 +525,7 @@ def test_fails_at_once(impl, n):
     common = ("-p", "transformer_spec.plugin", "-p", "transformer_spec.grading", "-p", "transformer_spec.hypothesis_profiles",
               "-p", "no:cacheprovider", "--impl", "submission.py", "--rubric", "rubric.toml", "test_property.py")
     patches = synthetic.path / ".hypothesis" / "patches"
-    synthetic.runpytest_subprocess(*common, timeout=300)  # the dev profile
+    synthetic.runpytest_subprocess(*common, "--hypothesis-profile", "dev", timeout=300)
     assert list(patches.glob("*.patch")), "control: hypothesis should write a patch in the dev profile"
     shutil.rmtree(synthetic.path / ".hypothesis")
     synthetic.runpytest_subprocess(*common, "--grade-json", "r.json", timeout=300)

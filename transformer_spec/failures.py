@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -294,3 +295,21 @@ def describe(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport
         lines += ["", *example]
     lines.append(reproduce)
     return Failure("\n".join(lines), kind, "\n".join(example))
+
+
+def developer_view(config: pytest.Config) -> bool:
+    """``-vv`` or an explicit ``--tb`` keeps pytest's own tracebacks in the terminal."""
+    return config.getoption("verbose") >= 2 or config.getoption("tbstyle") not in ("auto", None)
+
+
+def timed_out(item: pytest.Item, call: pytest.CallInfo, timeouts: dict[str, tuple[float, float]]) -> float | None:
+    """pytest-timeout's limit when it is what stopped ``call`` (it fails the test when it fires)."""
+    limit, started = timeouts.get(item.nodeid, (None, 0.0))
+    if limit is None or limit <= 0 or call.excinfo is None:
+        return None
+    import pytest  # the plugin's function: the re-check child imports this module without pytest
+
+    # The timer runs from the start of setup (or of the call): a Failed that came at its limit.
+    if call.excinfo.errisinstance(pytest.fail.Exception) and time.monotonic() - started >= 0.95 * limit:
+        return limit
+    return None

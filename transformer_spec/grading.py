@@ -1,28 +1,23 @@
 """The grading plugin: points per component, the score table, Gradescope's ``results.json``.
 
-Loaded by the repository's root ``conftest.py`` next to :mod:`transformer_spec.plugin`. Every test with a
-``component`` marker is graded (those of optional components the rubric gives no points are left out); the
-others (``tests/``) are not. The hooks here are thin: the rubric, the outcomes and scoring rules, failure
-messages, stub detection, the file and the diagnosis are plain functions of their own modules.
+Loaded next to :mod:`transformer_spec.plugin`. Every test with a ``component`` marker is graded (but an
+optional component's the rubric gives no points); the hooks are thin: the rubric, the scoring rules, failure
+messages, stubs, the file and the diagnosis are plain functions of their own modules.
 
 Options (registered in :func:`pytest_addoption`, resolved once in :func:`pytest_configure`):
 
 * ``--rubric FILE``: the rubric (TOML; default ``transformer_spec/rubric.toml``).
-* ``--grade-json PATH``: write Gradescope's ``results.json`` to ``PATH`` (implies ``--grading``).
-  The file is written at collection (every test "not run"), and again at the end; so it exists
-  after an interruption, a crash of the run or an unimportable submission (then every test
-  scores 0 with the reason). Not tamper-resistant: the submission runs in this process (grade a
-  class, or on Gradescope, with ``tools.grade``).
-* ``--grading``: deterministic grading: hypothesis profile ``grading`` (chosen by
-  :mod:`transformer_spec.hypothesis_profiles` unless ``--hypothesis-profile`` is given), fixed
-  torch/random seeds before each graded test, and the run's time limit.
-* ``--time-limit SECONDS``: stop starting new tests after this long (default 420 s when grading,
-  none otherwise); tests not run score 0 with "not run". With pytest-timeout's per-test limit
-  (``timeout = 120`` in pyproject.toml) the whole run takes at most ``time-limit + 120`` s.
+* ``--grade-json PATH``: write Gradescope's ``results.json`` to ``PATH`` (implies ``--grading``), at
+  collection (every test "not run") and at the end: it exists after an interruption, a crash or an
+  unimportable submission. Not tamper-resistant: the submission runs in this process (``tools.grade``).
+* ``--grading``: the run's time limit; with it, and whenever ``--impl`` names a submission, the grader's
+  examples and seeds (hypothesis profile ``grading``, :func:`hypothesis_profiles.deterministic`).
+* ``--time-limit SECONDS``: start no new test after this long (default 420 s when grading, none
+  otherwise); with pytest-timeout's per-test limit the run takes at most ``time-limit + 120`` s.
 * ``--cov-submission [HTMLDIR]``: coverage of the submission's own code (:mod:`~transformer_spec.submission_coverage`).
 
-Marker ``hidden``: the test's result is shown to students only after publishing.
-Hook ``pytest_transformer_spec_report`` (:mod:`transformer_spec.hookspecs`): snapshots of the run.
+Marker ``hidden``: shown to students only after publishing. Hook ``pytest_transformer_spec_report``
+(:mod:`transformer_spec.hookspecs`): snapshots of the run.
 """
 
 from __future__ import annotations
@@ -34,12 +29,27 @@ from pathlib import Path
 
 import pytest
 
-from . import diagnose, failures, forbidden, outcomes, registry, results_file, rubric, run_report, stubs
-from . import submission_coverage, tracks
+from . import (
+    diagnose,
+    failures,
+    forbidden,
+    hypothesis_profiles,
+    loader,
+    outcomes,
+    registry,
+    results_file,
+    rubric,
+    run_report,
+    stubs,
+    submission_coverage,
+    tracks,
+)
 from .contract import by_name
 from .files import relative
 from .outcomes import Outcome
-from .plugin import profile as plugin_profile, track as plugin_track, under_test
+from .plugin import profile as plugin_profile
+from .plugin import track as plugin_track
+from .plugin import under_test
 
 DEFAULT_TIME_LIMIT = 420.0
 _RUN = pytest.StashKey["GradingRun"]()
@@ -70,12 +80,17 @@ class GradingRun:
     timeouts: dict[str, tuple[float, float]] = field(default_factory=dict)  # node id -> (limit, timer start)
     ungraded_passed: int = 0  # tests without points (no component, or dropped) that passed
     left_out: dict[str, int] = field(default_factory=dict)  # optional component -> its tests the rubric left out
+    #: node id -> (why, fix) of a graded test failed on an ImportError (outcomes.common_import_failure)
+    import_failures: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def end(self, config: pytest.Config) -> outcomes.RunEnd:
         sub = under_test(config).imported
         error = None if sub is None or sub.error is None else (f"{sub.error}\nFix: {sub.fix}" if sub.fix else sub.error)
-        return outcomes.RunEnd(error, sub.error_kind if error else None, self.stubs, self.interrupted,
-                               self.time_limit, self.stopped_for_time)
+        kind = sub.error_kind if error else None
+        if error is None and sub is not None:
+            error = outcomes.common_import_failure(self.results.values(), self.import_failures)
+            kind = outcomes.Kind.IMPORT if error else None
+        return outcomes.RunEnd(error, kind, self.stubs, self.interrupted, self.time_limit, self.stopped_for_time)
 
     def settle(self, config: pytest.Config) -> outcomes.RunEnd:
         end = self.end(config)
@@ -134,9 +149,9 @@ def pytest_configure(config: pytest.Config) -> None:
     except rubric.RubricError as exc:
         raise pytest.UsageError(str(exc)) from None
     grade_json = config.getoption("--grade-json")
-    grading = grading_requested(config)
+    grading = hypothesis_profiles.deterministic(config)  # the grader's seeds: a student's run gives its grade
     time_limit = config.getoption("--time-limit")
-    if time_limit is None and grading:
+    if time_limit is None and grading_requested(config):
         time_limit = DEFAULT_TIME_LIMIT
     if time_limit is not None and time_limit <= 0:
         raise pytest.UsageError(f"--time-limit must be positive, got {time_limit:g}")
@@ -274,17 +289,6 @@ def pytest_timeout_set_timer(item: pytest.Item, settings) -> None:
         run.timeouts[item.nodeid] = (float(settings.timeout), time.monotonic())
 
 
-def _timed_out(item: pytest.Item, call: pytest.CallInfo, run: GradingRun) -> float | None:
-    """pytest-timeout's limit when it is what stopped ``call`` (it fails the test when it fires)."""
-    limit, started = run.timeouts.get(item.nodeid, (None, 0.0))
-    if limit is None or limit <= 0 or call.excinfo is None:
-        return None
-    # The timer runs from the start of setup (or of the call): a Failed that came at its limit.
-    if call.excinfo.errisinstance(pytest.fail.Exception) and time.monotonic() - started >= 0.95 * limit:
-        return limit
-    return None
-
-
 def pytest_runtest_teardown(item: pytest.Item, nextitem) -> None:
     run = grading_run(item.config)
     if run is None or run.time_limit is None or nextitem is None:
@@ -292,11 +296,6 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem) -> None:
     if time.monotonic() - run.start > run.time_limit:
         run.stopped_for_time = True
         item.session.shouldstop = f"the run's time limit of {run.time_limit:g} s was reached"
-
-
-def _developer_view(config: pytest.Config) -> bool:
-    """``-vv`` or an explicit ``--tb`` keeps pytest's own tracebacks in the terminal."""
-    return config.getoption("verbose") >= 2 or config.getoption("tbstyle") not in ("auto", None)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -326,12 +325,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             run.ungraded_passed += 1
         return
     result.duration += report.duration
+    if report.failed and isinstance(exc, ImportError) and result.ran != "failed":  # outcomes.common_import_failure
+        run.import_failures[item.nodeid] = (loader.describe_import_failure(target.target, exc),
+                                            loader.how_to_fix(target.target, exc))
     if report.failed:
         if result.ran != "failed":
             failure = failures.describe(item, call, report, paths, uses[0].message if uses else None,
-                                        _timed_out(item, call, run), run.examples, result.uses)
+                                        failures.timed_out(item, call, run.timeouts), run.examples, result.uses)
             result.message, result.failure, result.example = failure.text, failure.kind, failure.example
-            if not _developer_view(item.config):
+            if not failures.developer_view(item.config):
                 # The terminal shows what results.json says: expected/got/where, then the command.
                 report.longrepr = failure.text
         result.ran = "failed"

@@ -2,11 +2,13 @@
 
 Loaded as a pytest plugin by the root ``conftest.py``. Select a profile with
 ``--hypothesis-profile NAME`` (hypothesis's own option); without it the suite loads ``grading``
-for a graded run (``--grading`` or ``--grade-json``) and ``dev`` otherwise. This module alone
+for a graded run (``--grading`` or ``--grade-json``) and for a run of a submission (``--impl`` naming
+anything but the reference: a student's own check gives the grade the grader gives), and ``dev``
+otherwise (the project's own runs of the reference). This module alone
 decides (:func:`chosen_profile`), from options parsed before any plugin is configured, so the
 choice does not depend on the order in which plugins are configured.
 
-* ``dev`` (the default, also under CI): few examples per property, so ``properties/`` stays
+* ``dev`` (the project's own runs, also under CI): few examples per property, so ``properties/`` stays
   fast; random examples, failures remembered in the local ``.hypothesis/`` database and replayed
   first on the next run.
 * ``grading``: derandomised (a re-run gives the same examples and the same
@@ -30,6 +32,7 @@ run differ from a local one. :func:`pytest_configure` therefore loads ``dev`` wh
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -61,14 +64,28 @@ settings.register_profile("mutation", max_examples=MUTATION_EXAMPLES, derandomiz
 PROFILES = ("dev", "grading", "thorough", "mutation")
 
 
+def names_a_submission(config: pytest.Config) -> bool:
+    """Whether the run's implementation is a submission (``--impl``, else ``$TRANSFORMER_IMPL``, naming
+    anything but the reference): a student checking their code, who must see the grade the grader gives."""
+    target = config.getoption("--impl", default=None) or os.environ.get("TRANSFORMER_IMPL")
+    return bool(target) and target != "reference"
+
+
+def deterministic(config: pytest.Config) -> bool:
+    """A graded run (``--grading``, ``--grade-json``) or a run of a submission (:func:`names_a_submission`):
+    the grader's examples and seeds, so a student's own run gives the grade the grader gives."""
+    graded = config.getoption("--grading", default=False) or config.getoption("--grade-json", default=None)
+    return bool(graded) or names_a_submission(config)
+
+
 def chosen_profile(config: pytest.Config) -> str:
-    """The profile of this run: ``--hypothesis-profile`` if given, else ``grading`` for a graded
-    run, else :data:`DEFAULT_PROFILE`."""
+    """The profile of this run: ``--hypothesis-profile`` if given, else ``grading`` for a graded run or a
+    run of a submission (:func:`deterministic`), else :data:`DEFAULT_PROFILE` (the project's own runs
+    of the reference)."""
     explicit = config.getoption("--hypothesis-profile", default=None)
     if explicit:
         return explicit
-    graded = config.getoption("--grading", default=False) or config.getoption("--grade-json", default=None)
-    return GRADING_PROFILE if graded else DEFAULT_PROFILE
+    return GRADING_PROFILE if deterministic(config) else DEFAULT_PROFILE
 
 
 #: profiles whose failures nobody edits into the test files (see :func:`pytest_configure`)

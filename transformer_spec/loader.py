@@ -31,7 +31,13 @@ from types import ModuleType
 from . import contract, layout, notebooks, repository
 from .outcomes import Kind, kind_of_import_failure
 from .submission_errors import (  # noqa: F401 - the loader's errors and messages, re-exported
-    NotSubmitted, SubmissionError, SubmissionImportError, SymlinkOutside, describe_import_failure, how_to_fix)
+    NotSubmitted,
+    SubmissionError,
+    SubmissionImportError,
+    SymlinkOutside,
+    describe_import_failure,
+    how_to_fix,
+)
 
 ENV_VAR = "TRANSFORMER_IMPL"
 DEFAULT_TARGET = "reference"

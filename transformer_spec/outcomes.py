@@ -137,6 +137,20 @@ def settle(outcomes: Iterable[Outcome], end: RunEnd) -> None:
             r.kind, r.score, r.final = Kind.PASSED, r.points, ""
 
 
+def common_import_failure(outcomes: Iterable[Outcome], import_failures: dict[str, tuple[str, str]]) -> str | None:
+    """A failure that is not the code under test's: every graded test that ran failed on the same
+    ImportError (``import_failures``: node id -> why, fix), raised where the code imports its modules
+    as it runs (an adapter importing inside its functions, a package reading its own metadata). The
+    run is then an import error with that reason and its fix (returned, for :class:`RunEnd`), never
+    a grade of 0 for wrong answers. None: some graded test ran otherwise."""
+    ran = [r for r in outcomes if r.ran in ("passed", "failed")]
+    reasons = {import_failures.get(r.nodeid) for r in ran}
+    if not ran or len(reasons) != 1 or None in reasons:
+        return None
+    (why, fix), = reasons
+    return f"{why} (every graded test failed on it, where the code under test imports it)\nFix: {fix}"
+
+
 # --------------------------------------------------------------------------------------------
 # The report a grading child sends its parent (transformer_spec/isolation.py carries it)
 # --------------------------------------------------------------------------------------------

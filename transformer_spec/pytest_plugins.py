@@ -57,7 +57,7 @@ VALUE_OPTIONS = ("--impl", "--track", "--profile", "--torch-threads", "--rubric"
 
 def option_values(args: Sequence[str]) -> list[str]:
     """The values given to :data:`VALUE_OPTIONS` as separate arguments in ``args`` (``--impl PATH``)."""
-    return [value for flag, value in zip(args, args[1:]) if flag in VALUE_OPTIONS]
+    return [value for flag, value in zip(args, args[1:], strict=False) if flag in VALUE_OPTIONS]
 
 
 @pytest.hookimpl(tryfirst=True)

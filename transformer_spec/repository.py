@@ -9,13 +9,13 @@ repository was only copied. The grader installs nothing, so :func:`activate` giv
 the install would have given it:
 
 * **its packages**: every folder with an ``__init__.py`` at an import root of the repository (the
-  root itself, ``src/``, and the folders its ``pyproject.toml`` names for setuptools or hatch), but
-  ``tests`` (the adapter file's own package, imported under a name of its own by the loader). A
-  finder at the front of ``sys.meta_path`` maps exactly those names onto the repository, so an
-  installed package or another repository's package of the same name is never imported in its
-  place; one of another repository already imported in this process is forgotten first. A name the
-  process imported before the repository came (``torch``, ``pytest``, the grader's own packages)
-  is never taken over.
+  root itself, ``src/``, and the folders its ``pyproject.toml`` names for setuptools or hatch),
+  ``tests`` among them (a CS336 student's package may import ``tests.common``, as its own pytest run
+  from the repository's root allows). A finder at the front of ``sys.meta_path`` maps exactly those
+  names onto the repository, so an installed package or another repository's package of the same
+  name is never imported in its place; one of another repository already imported in this process
+  is forgotten first. The grader's own packages (:data:`GRADER_PACKAGES`) and any name the process
+  imported before the repository came (``torch``, ``pytest``) are never taken over.
 * **its metadata**: the name and version of ``[project]`` in its ``pyproject.toml``, for
   ``importlib.metadata`` (``version``, ``metadata``, ``distribution``); a version the file leaves
   ``dynamic`` reads ``0``.
@@ -30,12 +30,17 @@ import importlib.machinery
 import importlib.metadata
 import re
 import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: the folder of the adapter file: imported by the loader under a name unique to the repository
-_NOT_MAPPED = frozenset({"tests"})
+import tomllib
+
+from . import layout
+
+#: the grader's own top-level packages (a clone's; the wheel keeps them inside ``transformer_spec``): a
+#: repository's package of one of these names is never mapped, so the suite, its oracles and the reference
+#: stay the grader's own
+GRADER_PACKAGES = frozenset({"transformer_spec", *layout.PARTS})
 
 
 def normalize(name: str) -> str:
@@ -105,7 +110,7 @@ def read(root: str | Path) -> Repository:
         except OSError:
             continue
         for child in children:
-            if (child.name.isidentifier() and child.name not in _NOT_MAPPED and child.name not in packages
+            if (child.name.isidentifier() and child.name not in GRADER_PACKAGES and child.name not in packages
                     and not child.is_symlink() and child.is_dir() and (child / "__init__.py").is_file()):
                 packages[child.name] = where
     name, version = _table(pyproject, "project", "name"), _table(pyproject, "project", "version")
@@ -147,7 +152,8 @@ class _Finder(importlib.abc.MetaPathFinder):
             return None
         return importlib.machinery.PathFinder.find_spec(fullname, [str(where)])
 
-    def find_distributions(self, context=importlib.metadata.DistributionFinder.Context()):
+    def find_distributions(self, context=None):
+        context = context if context is not None else importlib.metadata.DistributionFinder.Context()
         if self.repo.name is None:
             return iter(())
         if context.name is not None and normalize(context.name) != normalize(self.repo.name):

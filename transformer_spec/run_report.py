@@ -56,8 +56,8 @@ def score_lines(config: pytest.Config, run: GradingRun) -> tuple[str, list[str]]
 def notes(config: pytest.Config, run: GradingRun, terminal: bool = False) -> list[str]:
     """Why the score is what it is, beyond the table: the run's end, stubs, forbidden APIs, diagnoses."""
     out = []
-    error = _submission_error(config)
-    if error and terminal:
+    error = run.end(config).submission_error  # an import error, or one every test failed on (outcomes)
+    if error and terminal and _submission_error(config):
         out.append("The submission cannot be graded, so every test scores 0 (why, and the fix: at the top).")
     elif error:
         out.append(f"The submission cannot be graded, so every test scores 0: {error}")
@@ -71,7 +71,7 @@ def notes(config: pytest.Config, run: GradingRun, terminal: bool = False) -> lis
         out.append("No tests of component(s) " + ", ".join(missing) + " in this run: their points are not graded.")
     out.extend(filter(None, [rubric.optional_note(run.left_out)]))
     if run.stubs:
-        out.append("Not implemented yet (raised NotImplementedError): " + ", ".join(sorted(run.stubs)) + ".")
+        out.append("Not implemented yet (raised NotImplementedError): " + ", ".join(stub_names(config, run)) + ".")
     out.extend(_passes_without_points(run))
     forbidden_hits = sorted({r.message.splitlines()[0] for r in run.results.values() if r.failure == Kind.FORBIDDEN})
     out.extend(forbidden_hits[:5])
@@ -79,6 +79,19 @@ def notes(config: pytest.Config, run: GradingRun, terminal: bool = False) -> lis
     if any(r.hidden for r in run.results.values()):
         out.append("Some tests are hidden until grades are published; the total is shown then.")
     return out + notebook_notes(config)
+
+
+def stub_names(config: pytest.Config, run: GradingRun) -> list[str]:
+    """The names not implemented yet, as the student wrote them: the contract's, or under a course profile
+    the course's functions of their components (``run_rope``, not ``RotaryPositionEmbedding``)."""
+    from .contract import by_name
+    from .plugin import profile
+
+    functions = profile(config).functions
+    if not functions:
+        return sorted(run.stubs)
+    names = by_name()
+    return sorted({f for s in run.stubs for f in functions.get(names[s].component if s in names else "", (s,))})
 
 
 def _passes_without_points(run: GradingRun) -> list[str]:

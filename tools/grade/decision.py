@@ -10,13 +10,13 @@ from pathlib import Path
 
 from transformer_spec import outcomes, registry, submission_coverage
 from transformer_spec.outcomes import Kind
-from transformer_spec.results_file import nodeid_of
 from transformer_spec.profiles.diagnosis import every_pitfall
+from transformer_spec.results_file import nodeid_of
 
 from . import absent, coverage_pages, rechecks
 from .children import ChildRun, run_child
-from .sandbox import Jail
 from .record import Record, first_line
+from .sandbox import Jail
 from .settings import MAX_COVERAGE_BYTES, MAX_TEST_OUTPUT, GradeError
 from .submissions import Entry, copy_submission, submission_hash
 from .suite import Context, new_sandbox, pytest_cmd
@@ -148,6 +148,8 @@ def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path
     status, detail = status_of(run, last, tampered)
     if status == "ok" and verdicts.forbidden:
         status, detail = "forbidden-api", f"a forbidden API, {next(iter(verdicts.forbidden.values()))}"
+    if status == "ok":
+        detail = not_implemented(tests, ctx.settings.profile_object())
     diagnoses = {} if last is None else {c: _clean(d, sandbox) for c, d in last.diagnoses.items()
                                          if c in registry.names() and c not in tampered}
     known = set(every_pitfall())  # the registry's and the course profiles' own
@@ -155,6 +157,23 @@ def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path
                                         if c in diagnoses}
     return _finish(entry, ctx, status, _clean(detail, sandbox), subhash, tests, tampered, diagnoses,
                    {c: names for c, names in mistakes.items() if names})
+
+
+def not_implemented(tests: list[dict], profile) -> str:
+    """The detail of an ``ok`` row whose components are not all written yet: the names of each component
+    every test of which reached a stub (``NotImplementedError``), as the student wrote them (the contract's,
+    or the course profile's functions: ``run_get_batch``); '' when there is none."""
+    kinds: dict[str, set[str]] = {}
+    for t in tests:
+        kinds.setdefault(t["tags"][0], set()).add(t["kind"])
+    stubbed = [c for c, k in kinds.items() if k == {Kind.STUB.value}]
+    if not stubbed:
+        return ""
+    names = []
+    for c in stubbed:
+        own = profile.functions.get(c) if profile.functions else None
+        names += own or [n.name for n in registry.get(c).names if "." not in n.name][:1] or [c]
+    return f"not implemented yet (raises NotImplementedError): {', '.join(names)}"
 
 
 HIDDEN_MESSAGE = "0 points: passes the public test, not the hidden re-check on other inputs ({why})"

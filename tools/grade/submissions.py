@@ -15,7 +15,6 @@ from transformer_spec.loader import outside_symlinks
 from .settings import MAX_SUBMISSION_BYTES, GradeError
 from .text import file_name
 
-
 #: a single-file submission: a module, or a Jupyter notebook (its code cells, transformer_spec.notebooks)
 GRADED_SUFFIXES = (".py", ".ipynb")
 

@@ -56,6 +56,36 @@ CAPABILITIES: dict[str, str] = {
 
 
 @dataclass(frozen=True)
+class InputRank:
+    """The ranks a course's text promises one of its functions takes, quoted: a law never gives that
+    function an input it was not promised. The profile lifts a lower-rank input to ``least`` dimensions
+    (leading dimensions of size 1) and folds a higher-rank one's leading dimensions into one (down to
+    ``most``), then gives the output back in the input's own leading shape (:func:`lifted`)."""
+
+    least: int
+    most: int | None
+    quote: str  # the course's own words
+    where: str  # where they are (the handout's section)
+
+
+def lifted(rank: InputRank | None, *tensors):
+    """``(tensors at a rank ``rank`` allows, lower)``: ``lower(output)`` gives an output computed on them
+    the leading shape of the first of ``tensors`` again. The tensors share their leading dimensions (the
+    dimensions before the last two, or before the last one for a rank-2 ``least``)."""
+    first = tensors[0]
+    if rank is None or first.dim() >= rank.least and (rank.most is None or first.dim() <= rank.most):
+        return tensors, lambda out: out
+    kept = rank.least - 1 if rank.most is None else rank.most - 1  # trailing dimensions each tensor keeps
+    if first.dim() < rank.least:
+        pad = rank.least - first.dim()
+        out = tuple(t.reshape((1,) * pad + tuple(t.shape)) for t in tensors)
+        return out, lambda y: y.reshape(tuple(y.shape[pad:]))
+    lead = tuple(first.shape[:first.dim() - kept])
+    out = tuple(t.reshape((-1,) + tuple(t.shape[t.dim() - kept:])) for t in tensors)
+    return out, lambda y: y.reshape(lead + tuple(y.shape[1:]))
+
+
+@dataclass(frozen=True)
 class Profile:
     """One course's API: its name, the track whose names it maps onto, what it cannot express, where
     its functions live inside a submission, and how they become the contract's names."""
@@ -77,6 +107,8 @@ class Profile:
     #: the contract's argument identifiers the course renamed -> its own: a law that a bad argument's error
     #: names it accepts either (:meth:`argument_names_of`)
     renamed_arguments: dict[str, str] = field(default_factory=dict, compare=False)
+    #: the course's function -> the ranks its text promises it takes (:class:`InputRank`); ``build`` keeps to them
+    ranks: dict[str, InputRank] = field(default_factory=dict, compare=False)
     #: the file that defined it, for a profile of one's own (None: a shipped profile, chosen by name)
     origin: str | None = field(default=None, compare=False)
 

@@ -27,7 +27,7 @@ from types import ModuleType
 import torch
 import torch.nn as nn
 
-from . import Profile, contract_module
+from . import InputRank, Profile, contract_module, lifted
 
 LACKS = frozenset({"weights", "scale", "blocked_rows", "mask", "non_causal", "gqa", "block_positions", "eps",
                    "parameters", "names", "default_positions", "float64", "errors", "causal_mask", "generate",
@@ -52,6 +52,24 @@ FUNCTIONS = {
 }
 
 DEFAULT_EPS = 1e-5  # the handout's RMSNorm eps, the one its block and model use
+
+#: What the handout's text fixes of its functions' inputs (the CS336 spring 2025 handout of assignment 1,
+#: quoted): the laws draw 1-D to 4-D inputs for the contract, and the profile gives these functions only
+#: the ranks promised them (:func:`transformer_spec.profiles.lifted`). The other functions take "..." in
+#: the handout (any leading dimensions: RoPE, SwiGLU, multi-head attention, softmax, cross-entropy).
+RANKS = {
+    "run_rmsnorm": InputRank(3, 3, "def forward(self, x: torch.Tensor) -> torch.Tensor Process an input tensor of "
+                                   "shape (batch_size, sequence_length, d_model) and return a tensor of the same "
+                                   "shape.", "§3.5.1, Problem (rmsnorm)"),
+    "run_scaled_dot_product_attention": InputRank(
+        3, None, "Your implementation should handle keys and queries of shape (batch_size, ..., seq_len, d_k) and "
+                 "values of shape (batch_size, ..., seq_len, d_v), where ... represents any number of other "
+                 "batch-like dimensions (if provided).", "§3.5.4, Problem (scaled_dot_product_attention)"),
+    "run_transformer_block": InputRank(3, 3, "Each Transformer block takes in an input of shape (batch_size, "
+                                             "sequence_length, d_model)", "§3.1.2"),
+    "run_transformer_lm": InputRank(2, 2, "Each embedding layer takes in a tensor of integers of shape (batch_size, "
+                                          "sequence_length)", "§3.1.1"),
+}
 
 
 class NotExpressible(Exception):
@@ -103,7 +121,8 @@ def build(api: ModuleType) -> ModuleType:
             self.weight = nn.Parameter(torch.ones(d_model))
 
         def forward(self, x):
-            return api.run_rmsnorm(self.d_model, self.eps, self.weight.to(x.dtype), x)
+            (x,), lower = lifted(RANKS["run_rmsnorm"], x)
+            return lower(api.run_rmsnorm(self.d_model, self.eps, self.weight.to(x.dtype), x))
 
     class RotaryPositionEmbedding(nn.Module):
         def __init__(self, head_dim, max_len, theta=10000.0):
@@ -131,7 +150,12 @@ def build(api: ModuleType) -> ModuleType:
         if scale is not None and not math.isclose(scale, 1 / math.sqrt(q.size(-1))):
             raise NotExpressible("cs336's attention takes no scale (needs 'scale')")
         keep = None if mask is None else ~mask.expand(*q.shape[:-1], k.size(-2))  # cs336: True = keep
-        return api.run_scaled_dot_product_attention(q, k, v, keep), NO_WEIGHTS
+        rank = RANKS["run_scaled_dot_product_attention"]
+        if keep is None:
+            (q, k, v), lower = lifted(rank, q, k, v)
+        else:
+            (q, k, v, keep), lower = lifted(rank, q, k, v, keep)
+        return lower(api.run_scaled_dot_product_attention(q, k, v, keep)), NO_WEIGHTS
 
     def causal_mask(L, device=None):
         return _causal(L, device)
@@ -178,9 +202,10 @@ def build(api: ModuleType) -> ModuleType:
             _only_causal(mask, x.size(1), "a block")
             _arange_positions(positions, x.size(1), "a block")
             weights = {k: v.to(x.dtype) for k, v in self.state_dict().items()}
+            (x,), lower = lifted(RANKS["run_transformer_block"], x)
             out = api.run_transformer_block(self.d_model, self.num_heads, self.d_ff, self.max_len, self.theta,
                                             weights, x)
-            return out, NO_WEIGHTS
+            return lower(out), NO_WEIGHTS
 
     class MiniLlama(nn.Module):
         def __init__(self, vocab_size, d_model=64, num_layers=2, num_heads=4, num_kv_heads=None, d_ff=None,
@@ -205,7 +230,8 @@ def build(api: ModuleType) -> ModuleType:
             dtype = self.lm_head.weight.dtype
             weights = {k: v.to(dtype) for k, v in self.state_dict().items()}
             weights["lm_head.weight"] = self.lm_head.weight.to(dtype)  # present when tied as well
-            logits = api.run_transformer_lm(**self.sizes, weights=weights, in_indices=tokens)
+            (tokens,), lower = lifted(RANKS["run_transformer_lm"], tokens)
+            logits = lower(api.run_transformer_lm(**self.sizes, weights=weights, in_indices=tokens))
             return logits, ([NO_WEIGHTS] * len(self.layers) if return_attn else None)
 
         def generate(self, *args, **kwargs):
@@ -241,4 +267,4 @@ def build(api: ModuleType) -> ModuleType:
 PROFILE = Profile(
     "cs336", "Stanford CS336 assignment 1: a student's repository, reached through its tests/adapters.py",
     track="modern", lacks=LACKS, adapter="tests/adapters.py", build=build,
-    rubric=Path(__file__).resolve().parent.parent / "rubric_cs336.toml", functions=FUNCTIONS)
+    rubric=Path(__file__).resolve().parent.parent / "rubric_cs336.toml", functions=FUNCTIONS, ranks=RANKS)
