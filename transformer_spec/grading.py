@@ -29,21 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from . import (
-    diagnose,
-    failures,
-    forbidden,
-    hypothesis_profiles,
-    loader,
-    outcomes,
-    registry,
-    results_file,
-    rubric,
-    run_report,
-    stubs,
-    submission_coverage,
-    tracks,
-)
+from . import diagnose, failures, forbidden, hypothesis_profiles, loader, outcomes, registry, results_file, rubric
+from . import run_report, stubs, submission_coverage, tracks
 from .contract import by_name
 from .files import relative
 from .outcomes import Outcome
