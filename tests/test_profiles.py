@@ -5,6 +5,7 @@ the profile cannot express is left out and said once; bad choices get one-line e
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.profiles.repositories import cs336_repository
+from tests.profiles.repositories import cs336_repository, handout_repository
 from transformer_spec import profiles, rubric
 
 REPO = Path(__file__).resolve().parent.parent
@@ -110,23 +111,34 @@ def test_an_adapter_file_with_relative_imports_loads_as_the_courses_tests_packag
     assert results["score"] == pytest.approx(100.0), proc.stdout[-3000:]
 
 
+KEEP_AS_BLOCKED = ('scores.masked_fill(~mask, float("-inf"))', 'scores.masked_fill(mask, float("-inf"))')
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # a class graded and a pytest run per student: 31 s idle
+@pytest.mark.timeout(900)  # a class of five graded and a pytest run per student: about 2 min idle
 def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_their_functions(tmp_path):
-    """Issue 30: ``tools.grade --profile cs336`` grades a folder of repositories, and ``tools.grade single
-    --profile cs336`` one; each honest grade is its ``pytest --profile cs336 --grade-json`` report test for
-    test (issue 25's rule), and the feedback
-    names the adapter functions the student wrote; a folder without the adapter file gets a row saying so."""
+    """Issues 30 and 44: ``tools.grade --profile cs336`` grades a folder of repositories laid out exactly as the
+    handout lays them out (its ``__init__.py`` reading the package's installed version, adapters importing inside
+    their functions, the handout's class names, its Python 3.12 ``tests/conftest.py``, a dangling dataset link),
+    none of them installed, and ``tools.grade single --profile cs336`` one; each graded row is its ``pytest --profile
+    cs336 --grade-json`` report test for test (issue 25's rule). A correct repository gets 100 with no accusation;
+    an untouched handout gets 0 and a row saying what is not implemented yet; a repository whose package metadata
+    is missing is an import error saying so, never ``ok`` with 0; the feedback speaks of the student's functions
+    and of the handout's mask; a folder without the adapter file gets a row saying so."""
     from tools import grade
 
     folder = tmp_path / "class"
-    cs336_repository(folder / "alice")
-    cs336_repository(folder / "bob", ("blocked = None if mask is None else ~mask", "blocked = mask"))
+    handout_repository(folder / "alice")
+    handout_repository(folder / "bob", KEEP_AS_BLOCKED)
     (folder / "carol").mkdir()
     (folder / "carol" / "model.py").write_text("x = 1\n")
+    handout_repository(folder / "dave", stubs=True)
+    handout_repository(folder / "erin", metadata=False)
     out = tmp_path / "out"
     assert grade.main([str(folder), "--out", str(out), "--profile", "cs336", "--jobs", "2", "--no-progress"]) == 0
-    for student, score in (("alice", 100.0), ("bob", None)):
+    rows = {r[0]: r for r in list(csv.reader((out / "gradebook.csv").read_text().splitlines()))[1:]}
+    for student, status, score in (("alice", "ok", 100.0), ("bob", "ok", None), ("dave", "ok", 0.0),
+                                   ("erin", "import-error", 0.0)):
         batch = json.loads((out / "students" / student / "results.json").read_text())
         mine = tmp_path / f"{student}.json"
         subprocess.run([sys.executable, "-m", "pytest", "spec_tests", "properties", "-q", "-p", "no:cacheprovider",
@@ -136,7 +148,13 @@ def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_the
         assert {t["name"]: (t["score"], t["status"]) for t in batch["tests"]} == \
             {t["name"]: (t["score"], t["status"]) for t in pytest_report["tests"]}, (student, batch["output"][:1500])
         assert batch["score"] == pytest_report["score"] == (score if score is not None else batch["score"])
-    assert json.loads((out / "students" / "bob" / "results.json").read_text())["score"] < 100
+        assert rows[student][1] == status, rows[student]
+    assert 0 < json.loads((out / "students" / "bob" / "results.json").read_text())["score"] < 100
+    assert "links leaving the repository left out of the copy: data" in rows["alice"][-1]
+    assert "not implemented yet (raises NotImplementedError): run_rmsnorm, run_rope" in (out / "gradebook.csv").read_text()
+    erin = json.loads((out / "students" / "erin" / "results.json").read_text())
+    assert "package metadata of 'cs336_basics'" in rows["erin"][-1], rows["erin"]
+    assert "package metadata of 'cs336_basics'" in erin["output"] and "[project]" in erin["tests"][0]["output"], erin
     # the single grader (Gradescope's run_autograder) gives the same repository the same grade
     single = tmp_path / "bob-single.json"
     assert grade.main(["single", str(folder / "bob"), "--results-json", str(single), "--profile", "cs336",
@@ -147,15 +165,17 @@ def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_the
     assert "## attention (run_scaled_dot_product_attention): " in feedback, feedback
     assert "| gqa (run_multihead_self_attention, run_multihead_self_attention_with_rope) |" in feedback
     assert 'Reproduce: pytest --impl bob --profile cs336 "' in feedback
+    # a counterexample is the course's own call: the handout's keep mask, as the student's function got it
+    assert "run_scaled_dot_product_attention(Q=tensor(" in feedback and "mask=tensor([[[ True, False" in feedback
     output = json.loads((out / "students" / "bob" / "results.json").read_text())["output"]
     assert "  rotary: run_rope" in output
-    # the diagnosis names the course's own mistake, through the course's API, on both paths
+    # the diagnosis names the mistake through the course's API, in the handout's words, on both paths
     for text in (output, json.loads((tmp_path / "bob.json").read_text())["output"]):
-        assert "[pitfall `cs336_keep_mask_read_as_blocked`]" in text, text
-    assert r"\[pitfall \`cs336\_keep\_mask\_read\_as\_blocked\`\]" in feedback, feedback  # Markdown-escaped
-    assert "cs336_keep_mask_read_as_blocked" in (out / "report.html").read_text()  # counted in the class report
+        assert "[pitfall `mask_inverted`]" in text and "in the handout True means the query may attend" in text, text
+    assert "mask_inverted" in (out / "report.html").read_text()  # counted in the class report
     gradebook = (out / "gradebook.csv").read_text()
     assert "carol,no-submission,0," in gradebook and "holds no tests/adapters.py" in gradebook
+    assert "tampering" not in gradebook
 
 
 def test_the_class_grader_refuses_a_track_the_profile_does_not_grade(tmp_path, capsys):

@@ -49,7 +49,7 @@ import hypothesis.errors
 from tools.grade.batch import grade_class
 from tools.grade.settings import DEFAULT_TESTS, Limits, Settings
 from transformer_spec import layout, profiles, registry, rubric, tracks
-from transformer_spec.failures import EXAMPLE_HEADING
+from transformer_spec.failures import COURSE_EXAMPLE_HEADING, EXAMPLE_HEADING
 from transformer_spec.hypothesis_profiles import GRADING_PROFILE, PROFILES
 from transformer_spec.outcomes import Kind
 from transformer_spec.patching import write_patched_reference
@@ -165,14 +165,14 @@ HYPOTHESIS_ERRORS = tuple(sorted(n for n, c in vars(hypothesis.errors).items()
 def unreadable(test: dict) -> str | None:
     """Why the failure message of ``test`` (a record's failed test) is not one a student can read,
     or None: it holds a hypothesis error, or it is a property that failed on a value and does not
-    show its smallest failing example (issue 27)."""
+    show its smallest failing example (issue 27), in the contract's arguments or the course's calls (issue 44)."""
     output = test.get("output") or ""
     internal = [n for n in HYPOTHESIS_ERRORS if re.search(rf"(hypothesis\.errors\.|\b){n}\b(:|\()", output)]
     if internal:
         return f"a hypothesis error ({', '.join(internal)})"
     if nodeid_of(test).startswith("properties/") and test.get("kind") in (Kind.ASSERTION, Kind.ERROR) \
-            and EXAMPLE_HEADING not in output:
-        return "no smallest failing example"
+            and EXAMPLE_HEADING not in output and COURSE_EXAMPLE_HEADING not in output:
+        return "no smallest failing example"  # (under a course profile: shown as the course's calls)
     return None
 
 

@@ -135,12 +135,29 @@ def names_arg(fn, arg: str) -> str:
     return "no error"
 
 
+def _normalised(out) -> bool:
+    """Every position of ``out`` has mean 0 and variance 1 over its features: a LayerNorm with unit weight and
+    zero bias came last."""
+    out = out[0] if isinstance(out, tuple) else out
+    var = out.var(-1, unbiased=False)
+    return bool(torch.allclose(out.mean(-1), torch.zeros_like(var), atol=1e-6)
+                and torch.allclose(var, torch.ones_like(var), atol=1e-3))
+
+
 def block_probes(f: Features, cls, shapes, call, zero_names) -> None:
     p = testing.seeded_parameters(shapes, seed=31)
     for norm_first in (True, False):
         tag = "pre" if norm_first else "post"
         capture(f, tag, lambda nf=norm_first: call(module(cls, p, d_model=D, num_heads=H, d_ff=FF,
                                                             dropout=0.0, norm_first=nf)))
+    # Post-LN ends with a LayerNorm, Pre-LN does not: with unit norms a block that normalises last gives mean 0,
+    # variance 1. Asked for Pre-LN, that is the signature of the Post-LN order, however it is written; asked for
+    # Post-LN, a block that does not end normalised may have any mistake (a raw feature, not a behaviour)
+    unit = {n: torch.ones_like(v) if n.endswith("weight") else torch.zeros_like(v)
+            for n, v in p.items() if "norm" in n}
+    for norm_first, name in ((True, "~pre_ends_normalised"), (False, "post_ends_normalised")):
+        capture(f, name, lambda nf=norm_first: _normalised(call(module(
+            cls, {**p, **unit}, d_model=D, num_heads=H, d_ff=FF, dropout=0.0, norm_first=nf))))
     capture(f, "eval_deterministic", lambda: deterministic(
         lambda: call(module(cls, p, d_model=D, num_heads=H, d_ff=FF, dropout=0.5))[0]))
 

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import alarm, behaviour, registry
+from . import alarm, behaviour, reach, registry
 from . import diagnosis_catalogue as catalogue
 from .outcomes import DIAGNOSED, Outcome
 from .profiles import diagnosis as through
@@ -49,29 +49,34 @@ class Diagnosis:
     def names(self) -> list[str]:
         return [p.name for p in self.matches]
 
-    def message(self) -> str:
+    def message(self, profile=None) -> str:
+        """What the student reads; under a course ``profile`` in its words: each component with the course's
+        functions (``gqa (run_multihead_self_attention, ...)``), each pitfall as its catalogue says it."""
+        def part(c: str) -> str:
+            return through.profile_of(profile).label(c)
+
         def line(p: Pitfall) -> str:
-            where = "" if p.component == self.component else f" (a mistake in the '{p.component}' part)"
-            return f"  - {p.explanation}{where} [pitfall `{p.name}`]"
+            where = "" if p.component == self.component else f" (a mistake in the '{part(p.component)}' part)"
+            return f"  - {through.explanation(p, profile)}{where} [pitfall `{p.name}`]"
 
         if self.matches:
-            head = (f"Diagnosis for '{self.component}': on fixed probe inputs your code behaves exactly like "
+            head = (f"Diagnosis for '{part(self.component)}': on fixed probe inputs your code behaves exactly like "
                     + ("this known mistake:" if len(self.matches) == 1 else
                        "these known mistakes (they behave identically on the probes; one of them is likely):"))
             return "\n".join([head, *map(line, self.matches[:4])])
         if self.partial:
-            head = (f"Diagnosis for '{self.component}' (partial): where this known mistake shows, your code "
+            head = (f"Diagnosis for '{part(self.component)}' (partial): where this known mistake shows, your code "
                     f"behaves like it, but it also differs elsewhere (maybe more than one problem):")
             return "\n".join([head, *map(line, self.partial[:3])])
         if self.caused_by:
-            parts = " and ".join(f"'{c}'" for c in self.caused_by)
-            return (f"Diagnosis for '{self.component}': it calls {parts}, whose own behaviour already differs from a "
+            parts = " and ".join(f"'{part(c)}'" for c in self.caused_by)
+            return (f"Diagnosis for '{part(self.component)}': it calls {parts}, whose own behaviour already differs from a "
                     f"correct implementation, so these failures are likely caused by a mistake in {parts}: fix "
                     f"that first (see its diagnosis and failing tests), then run the tests again.")
         if not self.differs_from_reference:
-            return (f"Diagnosis for '{self.component}': the diagnosis probes found no difference from a correct "
+            return (f"Diagnosis for '{part(self.component)}': the diagnosis probes found no difference from a correct "
                     f"implementation, so no known mistake is named; read the failing tests' messages.")
-        return (f"Diagnosis for '{self.component}': no known mistake of the catalogue "
+        return (f"Diagnosis for '{part(self.component)}': no known mistake of the catalogue "
                 f"(transformer_spec/pitfalls.py) matches your code's behaviour; read the failing tests' messages.")
 
 
@@ -87,21 +92,26 @@ def _own_diagnosis(comp: str, sub: dict, table, profile=None) -> Diagnosis:
     differs = any(not behaviour.same(sub.get(k), ref.get(k), tol) for k in keys)
     matches, partial = [], []
     explained: set[str] = set()
+    # Two crashes alike count only where the submission answers somewhere: crashing on every probe, only the
+    # very same crashes are evidence (issue 44: a decoder whose cross-attention crashed on the memory mask was
+    # named after another mistake that crashes there)
+    alike = _alike if not _answers_nothing(sub) else (lambda a, b, t: behaviour.same(a, b, t))
     if differs:
         for p in catalogue.candidates(comp, profile):
             ev = catalogue.evidence(table, p.name, comp, tol)
             if not ev:
                 continue
             theirs = table[p.name][comp]
-            if all(behaviour.same(sub.get(k), theirs.get(k), tol) for k in sorted(set(sub) | set(theirs))):
+            if all(alike(sub.get(k), theirs.get(k), tol) for k in sorted(set(sub) | set(theirs))):
                 matches.append(p)
-            elif all(behaviour.same(sub.get(k), theirs.get(k), tol) for k in ev):
+            elif all(alike(sub.get(k), theirs.get(k), tol) for k in ev):
                 partial.append((len(ev), p))
                 explained |= set(ev)
     # Partial matches are named only when together they explain every difference from the
     # reference: a mistake that agrees on its own evidence (perhaps one yes/no behaviour) while
     # other behaviours are unexplained is a guess, and a wrong name misleads more than none.
-    different = {k for k in keys if not behaviour.same(sub.get(k), ref.get(k), tol)}
+    # A name the submission does not define is said by its own tests, not explained by a mistake here.
+    different = {k for k in keys if not behaviour.same(sub.get(k), ref.get(k), tol) and sub.get(k) not in _ABSENT}
     if not different <= explained:
         partial = []
     if differs and not matches and not partial:
@@ -112,20 +122,45 @@ def _own_diagnosis(comp: str, sub: dict, table, profile=None) -> Diagnosis:
     return Diagnosis(comp, matches, partial_sorted, differs)
 
 
+def _crash(value) -> bool:
+    return isinstance(value, str) and value.startswith("raises ") and value not in _ABSENT
+
+
+#: what code raises on purpose for an argument it refuses (the contract's checks): never "just a crash"
+_DELIBERATE = ("raises ValueError", "raises TypeError")
+
+
+def _alike(mine, theirs, tol: behaviour.Tolerance) -> bool:
+    """A submission's feature agrees with a mistake's: the same value, or both crash on that probe and the
+    submission's crash is no deliberate refusal (the same mistake written another way raises another exception:
+    an einsum's RuntimeError where the catalogue's copy of the reference raises its own ValueError, for positions
+    it cannot broadcast; but a ValueError the submission raises on purpose is compared as it is)."""
+    return behaviour.same(mine, theirs, tol) or _crash(mine) and _crash(theirs) and mine not in _DELIBERATE
+
+
+def _answers_nothing(sub: dict) -> bool:
+    """Every probe of the component raised (an error, a missing name, a stub)."""
+    values = [v for v in sub.values() if v is not None]
+    return bool(values) and all(isinstance(v, str) and (v.startswith("raises ") or v in _ABSENT) for v in values)
+
+
 def _by_behaviour(comp: str, sub: dict, table, different: set[str], profile=None) -> list[tuple[int, Pitfall]]:
     """The partial matches on the behavioural features alone (``behaviour.BEHAVIOURAL``): pitfalls
     whose behaviours the submission shares where they differ from the reference, kept only when
     together they explain every behaviour in which the submission differs. For code not derived from
     the reference, whose raw numbers differ from every copy of it (issue 27)."""
-    shown = {k for k in different if k.startswith(behaviour.BEHAVIOURAL)}
+    shown = {k for k in different if k.startswith(behaviour.BEHAVIOURAL)
+             and not (isinstance(sub.get(k), str) and sub[k].startswith("raises "))}  # a crash is no behaviour
     if not shown:
         return []
     found, explained = [], set()
     tol = through.tolerance(profile)
     for p in catalogue.candidates(comp, profile):
-        ev = [k for k in catalogue.evidence(table, p.name, comp, tol) if k.startswith(behaviour.BEHAVIOURAL)]
         theirs = table[p.name][comp]
-        if ev and all(behaviour.same(sub.get(k), theirs.get(k), tol) for k in ev):
+        # a behaviour is a signature where the mistake answers: that it raises is shared by any crash
+        ev = [k for k in catalogue.evidence(table, p.name, comp, tol) if k.startswith(behaviour.BEHAVIOURAL)
+              and not (isinstance(theirs.get(k), str) and theirs[k].startswith("raises "))]
+        if ev and all(_alike(sub.get(k), theirs.get(k), tol) for k in ev):
             found.append((len(ev), p))
             explained |= set(ev)
     return found if shown <= explained else []
@@ -146,7 +181,8 @@ def diagnose(impl, components: Iterable[str], table=None, profile=None) -> dict[
 
     A mistake of another part is named here only when that part's own probes name it; a mistake of
     this part only when nothing it calls (:func:`registry.upstream`) behaves differently from a
-    correct implementation, else it says its failures are likely caused there. A name read off
+    correct implementation where this part reaches it (:mod:`transformer_spec.reach`: on the calls a
+    correct one makes into it), else it says its failures are likely caused there. A name read off
     behaviour that an upstream mistake changed would send the student to the wrong place (issue 27)."""
     comps = list(components)
     needed = [c for c in registry.names() if c in comps or any(c in registry.upstream(x) for x in comps)]
@@ -154,11 +190,13 @@ def diagnose(impl, components: Iterable[str], table=None, profile=None) -> dict[
     tol = through.tolerance(profile)
     mine = behaviour.features(impl, needed, through.lacks(profile))
     own = {c: _own_diagnosis(c, mine[c], table, profile) for c in needed}
+    calls = table.get(reach.TABLE_KEY, {})  # a correct component's calls into the parts it calls (reach.py)
     shown = {c: {p.name for p in (d.matches or d.partial)} for c, d in own.items()}
     out = {}
     for comp in comps:
         d = own[comp]
-        upstream = tuple(u for u in registry.upstream(comp) if _shows_a_difference(u, mine[u], table, tol))
+        upstream = tuple(u for u in registry.upstream(comp) if _shows_a_difference(u, mine[u], table, tol)
+                         and reach.reached(calls.get(comp, {}).get(u), impl, tol))
 
         def kept(p: Pitfall) -> bool:
             if p.component != comp:  # a mistake of a part it calls: only if that part's own probes show it
@@ -201,7 +239,7 @@ def annotate(submission, results: Iterable[Outcome], profile=None) -> Annotation
             probed, [c for c in registry.names() if c in failing], profile=profile), "the diagnosis")
     except BaseException as exc:  # noqa: BLE001 - submission code runs here: SystemExit, a hang... never break a grade
         return Annotations({"(all)": f"(the diagnosis could not run: {type(exc).__name__}: {exc})"}, {})
-    return Annotations({comp: d.message() for comp, d in found.items()},
+    return Annotations({comp: d.message(profile) for comp, d in found.items()},
                        {comp: tuple(p.name for p in (d.matches or d.partial)) for comp, d in found.items()
                         if d.matches or d.partial})
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from . import behaviour, registry
+from . import behaviour, reach, registry
 from .profiles import diagnosis as through
 from .behaviour import Features
 from .patching import REFERENCE_DIR
@@ -33,7 +33,8 @@ def _cache_key(profile=None) -> str:
     h = hashlib.sha256()
     here = Path(__file__).parent
     sources = [*sorted(REFERENCE_DIR.glob("*.py")), *sorted((here / "components").glob("*.py")), Path(__file__),
-               *(here / name for name in ("behaviour.py", "inputs.py", "testing.py", "registry.py", "llama_shapes.py"))]
+               *(here / name for name in ("behaviour.py", "inputs.py", "testing.py", "registry.py", "llama_shapes.py",
+                                          "reach.py"))]
     for path in sources:
         h.update(path.name.encode() + path.read_bytes())
     h.update(torch.__version__.encode())
@@ -97,6 +98,9 @@ def catalogue_features(components: Iterable[str], profile=None) -> dict[str, dic
             patches = () if name == "reference" else through.pitfall(name, profile).patches
             impl = through.implementation(profile, Path(tmp), f"pitfall_{name}", patches)
             table.setdefault(name, {}).update(behaviour.features(impl, comps, through.lacks(profile)))
+            if name == "reference":  # the calls a correct component makes into the parts it calls (reach.py)
+                for comp in comps:
+                    table.setdefault(reach.TABLE_KEY, {})[comp] = reach.record(impl, comp, through.lacks(profile))
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp_path = path.with_suffix(f".{os.getpid()}.tmp")

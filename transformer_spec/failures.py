@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from hypothesis.errors import UnsatisfiedAssumption
 
 from . import contract, layout, loader
+from .profiles import calls as course_calls
 from .files import relative
 from .outcomes import Kind, is_out_of_memory
 
@@ -33,6 +34,8 @@ if TYPE_CHECKING:  # pragma: no cover - annotations only: the re-check child run
 #: the longest repr of one argument shown in a failing example
 MAX_ARG_REPR = 1500
 EXAMPLE_HEADING = "The smallest failing example hypothesis found (the test's arguments):"
+COURSE_EXAMPLE_HEADING = "The smallest failing example hypothesis found, as your functions were called (the last calls):"
+COURSE_CALLS_HEADING = "Your functions were called so (the last calls before the failure):"
 
 
 class NoShrink(BaseException):
@@ -51,17 +54,25 @@ class Examples:
     """The arguments of the last failing calls of a property, by the exception they raised."""
 
     keep: int = 16
-    recorded: list[tuple[BaseException, list[tuple[str, object]]]] = field(default_factory=list)
+    #: (exception, the test's arguments, the course's calls it made under a profile: profiles.calls)
+    recorded: list[tuple[BaseException, list[tuple[str, object]], list]] = field(default_factory=list)
 
-    def record(self, exc: BaseException, arguments: list[tuple[str, object]]) -> None:
-        self.recorded.append((exc, arguments))
+    def record(self, exc: BaseException, arguments: list[tuple[str, object]], course_calls: list = ()) -> None:
+        self.recorded.append((exc, arguments, list(course_calls)))
         del self.recorded[:-self.keep]
 
     def find(self, exc: BaseException) -> list[tuple[str, object]] | None:
         """The arguments of the call that raised ``exc`` (the same object), or None."""
-        for raised, arguments in reversed(self.recorded):
+        for raised, arguments, _ in reversed(self.recorded):
             if raised is exc:
                 return arguments
+        return None
+
+    def course_calls(self, exc: BaseException) -> list | None:
+        """The course's calls of the example that raised ``exc`` (None: no such example)."""
+        for raised, _, made in reversed(self.recorded):
+            if raised is exc:
+                return made
         return None
 
     def clear(self) -> None:
@@ -112,6 +123,7 @@ def wrap_inner_test(inner, fixturenames, examples: Examples, shrink_calls: int =
         drawn: list[tuple[str, object]] = []
         for name, value in kwargs.items():
             _recording_data(value, drawn, name)
+        start = course_calls.mark()
         try:
             result = inner(*args, **kwargs)
         except UnsatisfiedAssumption:
@@ -124,7 +136,7 @@ def wrap_inner_test(inner, fixturenames, examples: Examples, shrink_calls: int =
             from hypothesis.strategies import DataObject
 
             given = [(n, v) for n, v in kwargs.items() if n not in fixtures and not isinstance(v, DataObject)]
-            examples.record(exc, given + drawn)
+            examples.record(exc, given + drawn, course_calls.since(start))
             latest = exc
             if last or isinstance(exc, (NotImplementedError, loader.SubmissionError)):
                 raise NoShrink(str(exc)) from exc
@@ -252,12 +264,14 @@ class Failure:
 
 def describe(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport, paths: list[str],
              forbidden_message: str | None, timeout: float | None, examples: Examples,
-             uses: Iterable[str] = ()) -> Failure:
+             uses: Iterable[str] = (), made: list | None = None) -> Failure:
     """What went wrong, where, the smallest example (properties) and how to reproduce it.
 
     ``forbidden_message``: the first forbidden-API use of the test, if any; ``timeout``: the
     pytest-timeout limit when it stopped the test (else None); ``uses``: the contract names the
-    test used (their contract rows are quoted when a call did not fit the submission's signature).
+    test used (their contract rows are quoted when a call did not fit the submission's signature);
+    ``made``: under a course profile, the course's calls since the test began (:mod:`.profiles.calls`):
+    the example is then shown as those calls, in the course's words, not as the contract's arguments.
     """
     phase = "" if call.when == "call" else f" (during test {call.when})"
     reproduce = f"Reproduce: {reproduce_command(item)}"
@@ -290,7 +304,13 @@ def describe(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport
         elif isinstance(exc, TypeError) and paths:
             headline += signature_hint(uses)
     lines = [headline]
-    example = format_example(examples.find(exc) or [])
+    in_course = examples.course_calls(exc)
+    if in_course:
+        example = course_calls.format_calls(in_course, COURSE_EXAMPLE_HEADING)
+    elif in_course is None and made:
+        example = course_calls.format_calls(made, COURSE_CALLS_HEADING)
+    else:
+        example = format_example(examples.find(exc) or [])
     if example:
         lines += ["", *example]
     lines.append(reproduce)

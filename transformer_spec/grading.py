@@ -34,6 +34,7 @@ from . import run_report, stubs, submission_coverage, tracks
 from .contract import by_name
 from .files import relative
 from .outcomes import Outcome
+from .profiles import calls as course_calls
 from .plugin import profile as plugin_profile
 from .plugin import track as plugin_track
 from .plugin import under_test
@@ -66,6 +67,7 @@ class GradingRun:
     examples: failures.Examples = field(default_factory=failures.Examples)  # the running property's failing calls
     timeouts: dict[str, tuple[float, float]] = field(default_factory=dict)  # node id -> (limit, timer start)
     ungraded_passed: int = 0  # tests without points (no component, or dropped) that passed
+    call_mark: int = 0  # where the running test's calls into a course's API begin (profiles.calls)
     left_out: dict[str, int] = field(default_factory=dict)  # optional component -> its tests the rubric left out
     #: node id -> (why, fix) of a graded test failed on an ImportError (outcomes.common_import_failure)
     import_failures: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -237,7 +239,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     run = grading_run(item.config)
     if run is None:
         return
-    run.current = run.results.get(item.nodeid)
+    run.current, run.call_mark = run.results.get(item.nodeid), course_calls.mark()
     guard = under_test(item.config).guard
     if guard is not None:
         guard.for_test(graded=run.current is not None)
@@ -318,7 +320,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.failed:
         if result.ran != "failed":
             failure = failures.describe(item, call, report, paths, uses[0].message if uses else None,
-                                        failures.timed_out(item, call, run.timeouts), run.examples, result.uses)
+                                        failures.timed_out(item, call, run.timeouts), run.examples, result.uses,
+                                        course_calls.since(run.call_mark))
             result.message, result.failure, result.example = failure.text, failure.kind, failure.example
             if not failures.developer_view(item.config):
                 # The terminal shows what results.json says: expected/got/where, then the command.

@@ -148,7 +148,8 @@ def common_import_failure(outcomes: Iterable[Outcome], import_failures: dict[str
     if not ran or len(reasons) != 1 or None in reasons:
         return None
     (why, fix), = reasons
-    return f"{why} (every graded test failed on it, where the code under test imports it)\nFix: {fix}"
+    return (f"{why}\nEvery graded test failed on it, where the code under test imports it: not a wrong answer "
+            f"of the code.\nFix: {fix}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -50,6 +50,19 @@ PITFALLS = (
             "The step uses the lr given to the constructor: a schedule writes group['lr'] before each step, so read "
             "the hyperparameters from the param group at every step.",
             ("optim.py", _HYPER, _HYPER.replace('group["lr"]', 'self.defaults["lr"]'))),
+    pitfall("adamw_learning_rate_overwritten_by_the_step_size", "adamw",
+            "The bias-corrected step size is written back into lr inside the loop over parameters, so every later "
+            "parameter's step is corrected again (with two parameters the second moves about 3e-4 instead of 1e-3 "
+            "at the first step): keep lr and compute the step size in a variable of its own.",
+            ("optim.py", _STEP, "lr = lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)  # lr overwritten\n"
+                                "                step_size = lr"),
+            source="Atle18/assignment1-basics@b3841fe cs336_basics/adamw.py:68"),
+    pitfall("adamw_step_crashes_on_parameters_without_gradients", "adamw",
+            "step() crashes on a parameter whose .grad is None (frozen, or unused by this loss): skip it, as "
+            "torch.optim.AdamW and the handout's example optimizer do.",
+            ("optim.py", "                if p.grad is None:\n                    continue\n", ""),
+            source="kzaher/assignment1-basics@4fae799 (AttributeError); chillcharlie357/assignment1-basics@25014d2 "
+                   "cs336_basics/training/adamW.py:45 (TypeError)"),
 )
 
 SETTINGS = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)

@@ -87,6 +87,13 @@ PITFALLS = (
             ('attention.py', 'weights = F.softmax(scores, dim=-1)  # over the keys: each row sums to 1',
              'weights = F.softmax(scores)  # implicit dim'),
             source='OpenNMT/OpenNMT-py#487'),
+    pitfall("mask_none_crashes", "attention",
+            "mask=None crashes: the mask is optional (None means no key is blocked), so check for None before "
+            "inverting, indexing or broadcasting it.",
+            ("attention.py", "if mask is not None:\n        check_mask", "if True:  # a mask is assumed\n        check_mask"),
+            source="AndyShaw01/assignment1-basics@92460df cs336_basics/scaled_dot_product_attention.py:16 (~mask); "
+                   "Ashside/assignment1-basics@4388da1 cs336_basics/LMArchitecture.py:157 (mask.shape); "
+                   "roeehendel/cs336-assignment1-basics@d67e05c cs336_basics/models/transformer_lm.py:266"),
 )
 
 

@@ -33,6 +33,13 @@ PITFALLS = (
             "The loss is -log(softmax(logits)[target]): for large logits the target's probability underflows to 0 "
             "and its log to -inf. Compute logsumexp(logits) - logits[target] without forming the probabilities.",
             ("losses.py", _MEAN, "return -(picked - log_z).exp().log().mean()")),
+    pitfall("cross_entropy_changes_its_logits", "cross_entropy",
+            "The maximum is subtracted from the logits in place (`x -= max`): the caller's logits change, and "
+            "backward through the loss fails (a leaf, or a tensor autograd needs, modified in place). Compute "
+            "`x - max` into a new tensor.",
+            ("losses.py", "log_z = (logits - top).exp().sum(dim=-1).log() + top.squeeze(-1)  # (N,) logsumexp",
+             "logits = logits.sub_(top)  # in place\n    log_z = logits.exp().sum(dim=-1).log()  # (N,) logsumexp of the shifted logits"),
+            source="AS-NOVA/assignment1-basics@73e16b6 cs336_basics/mymodule.py:399"),
 )
 
 
@@ -44,6 +51,13 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "one_row", lambda: impl.cross_entropy(logits[:1], targets[:1]))
     bp.capture(f, "~finite_at_1e4", lambda: bool(torch.isfinite(impl.cross_entropy(logits.float() * 1e4, targets))))
     bp.capture(f, "~finite_shifted_100", lambda: bool(torch.isfinite(impl.cross_entropy(logits.float() + 100, targets))))
+
+    def logits_kept():  # the caller's logits unchanged (float32: a course profile's float32 view passes them as they are)
+        mine, kept = grid(4, 5, seed=311).float(), grid(4, 5, seed=311).float()  # fresh: a call above may change it
+        impl.cross_entropy(mine, targets)
+        return bool(torch.equal(mine, kept))
+
+    bp.capture(f, "~logits_kept", logits_kept)
 
 
 def _cross_entropy(mod, seed):

@@ -37,9 +37,9 @@ PITFALLS = (
             ("blocks.py", "self.self_attn(x, tgt_mask)", "self.self_attn(x, None)")),
     pitfall("decoder_post_ln_for_pre_ln", "decoder",
             "The decoder block applies LayerNorm after the residual (Post-LN) when norm_first=True asks for "
-            "Pre-LN (and the other way round).",
+            "Pre-LN: norm_first is ignored (the seed 001 tutorial's 'Add & Norm' order is the only one written).",
             ("blocks.py", "if self.norm_first:\n            attn_out, self_weights",
-             "if not self.norm_first:\n            attn_out, self_weights")),
+             "if False:  # always Post-LN\n            attn_out, self_weights")),
     pitfall("decoder_cross_residual_missing", "decoder",
             "The decoder block drops the residual connection around cross-attention.",
             ("blocks.py", "x = x + self.dropout(cross_out)", "x = self.dropout(cross_out)")),
@@ -86,6 +86,12 @@ PITFALLS = (
             ('blocks.py', 'x = self.norm2(x + self.dropout(cross_out))',
              'x = self.norm1(x + self.dropout(cross_out))'),
             source='ml-explore/mlx#1636'),
+    pitfall("decoder_post_ln_norm_missing", "decoder",
+            "In the Post-LN order (norm_first=False) the self-attention's residual is never normalised: every "
+            "sublayer of Post-LN ends with its LayerNorm, x = norm1(x + drop(self_attn(x))).",
+            ("blocks.py", "x = self.norm1(x + self.dropout(attn_out))\n            cross_out, cross_weights",
+             "x = x + self.dropout(attn_out)\n            cross_out, cross_weights"),
+            source="facebookresearch/multimodal#317"),
 )
 
 
@@ -97,6 +103,14 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.block_probes(f, impl.TransformerDecoderBlock, testing.decoder_block_shapes(bp.D, bp.FF),
                     lambda m: m(x, memory, inputs.causal(4), memory_mask),
                     ("self_attn.W_O.weight", "cross_attn.W_O.weight", "ffn.linear2.weight", "ffn.linear2.bias"))
+
+    def memory_matters():  # the signature of a cross-attention that reads the decoder itself (no masks: no crash)
+        block = bp.module(impl.TransformerDecoderBlock, testing.seeded_parameters(
+            testing.decoder_block_shapes(bp.D, bp.FF), seed=31), d_model=bp.D, num_heads=bp.H, d_ff=bp.FF, dropout=0.0)
+        a = block(x, memory)[0]
+        return not bool(torch.allclose(a, block(x, memory * 2 + 1)[0]))
+
+    bp.capture(f, "~memory_changes_output", memory_matters)
 
 
 def _decoder(norm_first: bool, mask_kind: str, dtype: str):

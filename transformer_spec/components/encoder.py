@@ -21,9 +21,10 @@ NAMES = (
 PITFALLS = (
     pitfall("encoder_post_ln_for_pre_ln", "encoder",
             "The encoder block applies LayerNorm after the residual (Post-LN) when norm_first=True asks for "
-            "Pre-LN, x + drop(attn(norm1(x))) (and the other way round).",
+            "Pre-LN, x + drop(attn(norm1(x))): norm_first is ignored (the seed 001 tutorial's 'Add & Norm' order "
+            "is the only one written).",
             ("blocks.py", "if self.norm_first:\n            attn_out, attn_weights",
-             "if not self.norm_first:\n            attn_out, attn_weights")),
+             "if False:  # always Post-LN\n            attn_out, attn_weights")),
     pitfall("encoder_attention_residual_missing", "encoder",
             "The encoder block drops the residual connection around self-attention: x = x + drop(attn(...)).",
             ("blocks.py", "x = x + self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))",
@@ -100,6 +101,11 @@ PITFALLS = (
             ('blocks.py', 'x = self.norm1(x + self.dropout(attn_out))\n            x = self.norm2(x + self.dropout(self.ffn(x)))',
              'x = _norm_over_sequence(self.norm1, x + self.dropout(attn_out))\n            x = _norm_over_sequence(self.norm2, x + self.dropout(self.ffn(x)))'),
             source='Qualcomm-AI-research/geometric-algebra-transformer#8'),
+    pitfall("encoder_post_ln_norm_missing", "encoder",
+            "In the Post-LN order (norm_first=False) the block adds the feed-forward's output and stops: every "
+            "sublayer of Post-LN ends with its LayerNorm, x = norm2(x + drop(ffn(x))).",
+            ("blocks.py", "x = self.norm2(x + self.dropout(self.ffn(x)))", "x = x + self.dropout(self.ffn(x))"),
+            source="NVIDIA-NeMo/Speech#4350"),
 )
 
 

@@ -116,7 +116,7 @@ def behaviour(impl, f: bp.Features) -> None:
         b = gen([1, 2], 6, temperature=3.0, generator=inputs.generator(8))
         return a == b
 
-    bp.capture(f, "generator_reproducible", reproducible)
+    bp.capture(f, "~generator_reproducible", reproducible)
 
     def modes():
         m = bp.small_minigpt(impl, dropout=0.5)

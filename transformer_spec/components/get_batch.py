@@ -42,6 +42,13 @@ PITFALLS = (
     pitfall("get_batch_ignores_the_device", "get_batch",
             "The batch stays on the CPU whatever device is asked for: move x and y with .to(device).",
             ("batches.py", _RETURN, "return torch.from_numpy(x), torch.from_numpy(y)")),
+    pitfall("get_batch_returns_int32", "get_batch",
+            "The windows come back as int32 (`.int()`, `dtype=torch.int32`): the handout asks for LongTensors, "
+            "torch.long.",
+            ("batches.py", "return torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)",
+             "return torch.from_numpy(x).int().to(device), torch.from_numpy(y).int().to(device)"),
+            source="AgainstTheCurrent/assignment1-basics@7465bd8 cs336_basics/training_utils.py:13; "
+                   "0Chris5R/StanfordCS336-Own-Transformer@439c6c6 cs336_basics/train.py:207"),
 )
 
 

@@ -75,6 +75,11 @@ PITFALLS = (
             "num_kv_heads that does not divide num_heads is accepted: raise a ValueError naming num_kv_heads.",
             ("gqa.py", "        if num_heads % num_kv_heads:\n", "        if False:\n"),
             source="fla-org/flash-linear-attention#1029"),
+    pitfall("gqa_positions_unsqueezed_whatever_their_rank", "gqa",
+            "The positions are unsqueezed for the heads whatever their rank: (B, L) must become (B, 1, L), but (L,) "
+            "positions must stay as they are ((L,) -> (L, 1) no longer lines up with the sequence).",
+            ("gqa.py", _POS, "pos = positions.unsqueeze(1) if positions is not None else positions"),
+            source="chillcharlie357/assignment1-basics@25014d2 cs336_basics/transformer/attention.py:106"),
 )
 
 D, H, KV = 16, 4, 2

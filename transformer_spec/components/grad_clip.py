@@ -39,6 +39,12 @@ PITFALLS = (
             "Gradients are scaled to max_norm even when their norm is already below it (that enlarges them): "
             "clip only when the total norm exceeds max_norm.",
             ("optim.py", "    if total > max_norm:\n", "    if total >= 0:\n")),
+    pitfall("grad_clip_eps_inside_the_root", "grad_clip",
+            "The norm is sqrt(sum of g**2 + eps): eps belongs outside it, in max_norm / (g + eps). Inside, tiny "
+            "gradients get a norm of about sqrt(eps) = 1e-3 and are cut although they are within the bound.",
+            ("optim.py", "total = math.sqrt(sum(float(g.detach().pow(2).sum()) for g in grads))",
+             "total = math.sqrt(sum(float(g.detach().pow(2).sum()) for g in grads) + 1e-6)"),
+            source="AdnanElAssadi56/assignment1-basics@280d1ac cs336_basics/training.py:42"),
 )
 
 
@@ -66,6 +72,14 @@ def behaviour(impl, f: bp.Features) -> None:
     unclipped = torch.cat([p.grad.flatten() for p in _parameters(321, (3,), (2, 4))])
     bp.capture(f, "~below_untouched", lambda: bool(torch.equal(torch.cat([g.flatten() for g in clipped(fraction=2.0)]),
                                                                 unclipped)))
+
+    def tiny_untouched():  # a total norm of 1e-4 within a bound of 2e-4 (beyond the free 1e-6): nothing to clip
+        p = torch.nn.Parameter(torch.zeros(1))
+        p.grad = torch.full((1,), 1e-4)
+        impl.clip_grad_norm([p], 2e-4)
+        return bool(torch.equal(p.grad, torch.full((1,), 1e-4)))
+
+    bp.capture(f, "~tiny_within_bound_untouched", tiny_untouched)
 
 
 def _clip(mod, seed):

@@ -67,6 +67,12 @@ PITFALLS = (
             ('minigpt.py', '[TransformerEncoderBlock(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)]',
              '[TransformerEncoderBlock(d_model, num_heads, 4 * d_model, dropout) for _ in range(num_layers)]'),
             source='HorizonRobotics/alf#1299'),
+    pitfall("minigpt_position_encoding_unused", "minigpt",
+            "MiniGPT computes the position encoding and never uses it: the blocks get the token embeddings alone, so "
+            "nothing tells them where a token is. Feed them x = pos_encoding(token_embed(tokens) * sqrt(d_model)).",
+            ("minigpt.py", "x = self.pos_encoding(x)\n        attn_maps = []",
+             "self.pos_encoding(x)  # computed, never used\n        attn_maps = []"),
+            source="Lightning-AI/pytorch-lightning#20099"),
 )
 
 

@@ -65,9 +65,10 @@ def behaviour(impl, f: bp.Features) -> None:
     def params(**kw):
         return sum(t.numel() for t in impl.MiniLlama(100, **kw).parameters())
 
-    bp.capture(f, "params", lambda: params())
-    bp.capture(f, "params_tied", lambda: params(tie_weights=True))
-    bp.capture(f, "params_d_model_48", lambda: params(d_model=48))
+    # under a course profile the profile holds the parameters: their count is no behaviour of the student's
+    bp.capture(f, "params", lambda: params(), needs=("parameters",))
+    bp.capture(f, "params_tied", lambda: params(tie_weights=True), needs=("parameters",))
+    bp.capture(f, "params_d_model_48", lambda: params(d_model=48), needs=("parameters",))
 
     def causal():
         m = small_minillama(impl, 121)

@@ -83,6 +83,13 @@ PITFALLS = (
             ('position.py', 'self.register_buffer("pe", pe.to(torch.float32).unsqueeze(0))  # (1, max_len, D)',
              'self.pe = nn.Parameter(pe.to(torch.float32).unsqueeze(0))  # (1, max_len, D), trainable'),
             source='henry9zhr/QANet-pytorch#3'),
+    pitfall("pe_concatenated", "position",
+            "The encoding is concatenated to x along the features, torch.cat([x, pe], -1): it is added, x + pe, and the "
+            "output keeps x's shape (B, L, d_model).",
+            ("position.py", "return x + self.pe[:, start : start + x.size(1)].to(x.dtype)",
+             "pe = self.pe[:, start : start + x.size(1)].to(x.dtype).expand(x.size(0), -1, -1)\n"
+             "        return torch.cat((x, pe), dim=-1)  # concatenated"),
+            source="ml-explore/mlx#147, ml-explore/mlx#321"),
 )
 
 

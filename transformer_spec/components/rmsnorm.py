@@ -65,6 +65,12 @@ PITFALLS = (
             "x.float() is x itself for float32 input; compute a new tensor.",
             ("rmsnorm.py", _NORM, "h = h.mul_(torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + self.eps))"),
             source="GeeeekExplorer/nano-vllm#170"),
+    pitfall("rmsnorm_result_not_cast_back", "rmsnorm",
+            "The result stays in float32 (or the module's dtype) for a float16 or bfloat16 input: compute in "
+            "float32, then return the result in the input's dtype (the handout's `result.to(in_dtype)`).",
+            ("rmsnorm.py", _OUT, "return h * self.weight.to(h.dtype)  # float32 for half inputs"),
+            source="kzaher/assignment1-basics@4fae799 cs336_basics/nn/rms_norm.py:28 (.to(self.dtype)); "
+                   "vimeto/assignment1-basics@f598851 cs336_basics/modules/rms_norm.py:20 (a float32 gain)"),
 )
 
 D = 8
@@ -82,21 +88,23 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "tiny_eps_1", lambda: norm(eps=1.0)(x * 1e-2))
     ones = {"weight": torch.ones(D, dtype=torch.float64)}
     unit = torch.ones(2, 3, dtype=torch.float64)
-    bp.capture(f, "~unit_rms", lambda: bool(torch.allclose(norm(params=ones)(x).pow(2).mean(-1), unit, atol=1e-4)))
+    # a symptom of any wrong formula, not the signature of one mistake: raw, not behavioural
+    bp.capture(f, "unit_rms", lambda: bool(torch.allclose(norm(params=ones)(x).pow(2).mean(-1), unit, atol=1e-4)))
     bp.capture(f, "~centred", lambda: bool(torch.allclose(norm(params=ones)(x).mean(-1), 0 * unit, atol=1e-6)))
 
-    def input_kept():
-        y = x.clone()
+    def input_kept():  # float32: a course profile's float32 view passes it as it is, so a change in place shows
+        y, kept = x.float().clone(), x.float().clone()
         norm()(y)
-        return bool(torch.equal(y, x))
+        return bool(torch.equal(y, kept))
 
     bp.capture(f, "~input_kept", input_kept)
 
     def half_large():  # mean(x**2) above float16's largest number: only a float32 computation is right
-        out = impl.RMSNorm(D).to(torch.float16)((x * 300).to(torch.float16))
-        exact = (x * 300).to(torch.float16).double()
-        exact = exact * torch.rsqrt(exact.pow(2).mean(-1, keepdim=True) + 1e-5)
-        return f"{out.dtype}, {'close' if torch.allclose(out.double(), exact, rtol=1e-2, atol=1e-2) else 'far'}"
+        big = (x * 300).to(torch.float16)
+        out = impl.RMSNorm(D).to(torch.float16)(big)
+        # against the code's own float32 result on the same numbers: the precision, whatever the formula
+        own = impl.RMSNorm(D).to(torch.float32)(big.float()).double()
+        return f"{out.dtype}, {'close' if torch.allclose(out.double(), own, rtol=1e-2, atol=1e-2) else 'far'}"
 
     bp.capture(f, "~float16_large", half_large)
 

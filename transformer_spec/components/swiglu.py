@@ -60,7 +60,7 @@ def behaviour(impl, f: bp.Features) -> None:
         return bp.module(impl.SwiGLU, params, d_model=D, d_ff=FF)
 
     bp.capture(f, "out", lambda: ffn()(x))
-    bp.capture(f, "params", lambda: sum(t.numel() for t in impl.SwiGLU(D, FF).parameters()))
+    bp.capture(f, "params", lambda: sum(t.numel() for t in impl.SwiGLU(D, FF).parameters()), needs=("parameters",))
     bp.capture(f, "~zero_w3_gives_zero", lambda: bool((ffn(bp.zeroed(p, "w3.weight"))(x) == 0).all()))
     bp.capture(f, "~zero_w1_gives_zero", lambda: bool((ffn(bp.zeroed(p, "w1.weight"))(x) == 0).all()))
 

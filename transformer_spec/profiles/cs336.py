@@ -27,7 +27,7 @@ from types import ModuleType
 import torch
 import torch.nn as nn
 
-from . import InputRank, Profile, contract_module, lifted
+from . import InputRank, Profile, calls, contract_module, lifted
 
 LACKS = frozenset({"weights", "scale", "blocked_rows", "mask", "non_causal", "gqa", "block_positions", "eps",
                    "parameters", "names", "default_positions", "float64", "errors", "causal_mask", "generate",
@@ -112,7 +112,8 @@ def _arange_positions(positions, L: int, what: str):
 
 def build(api: ModuleType) -> ModuleType:
     """The contract's modern-track names, each calling ``api``'s adapter function (a student's
-    ``tests/adapters.py``)."""
+    ``tests/adapters.py``; every call kept for the failure messages, :mod:`.calls`)."""
+    course, api = api, calls.recording(api)
 
     class RMSNorm(nn.Module):
         def __init__(self, d_model, eps=DEFAULT_EPS):
@@ -261,7 +262,7 @@ def build(api: ModuleType) -> ModuleType:
                  GroupedQueryAttention=GroupedQueryAttention, LlamaBlock=LlamaBlock, MiniLlama=MiniLlama,
                  softmax=softmax, cross_entropy=cross_entropy, clip_grad_norm=clip_grad_norm, AdamW=AdamW,
                  cosine_lr=cosine_lr, get_batch=get_batch)
-    return contract_module(names, api, "cs336")
+    return contract_module(names, course, "cs336")
 
 
 PROFILE = Profile(

@@ -91,6 +91,31 @@ UNSEEN: dict[str, str] = {
 }
 
 
+#: the track's pitfalls said in the handout's words where the contract's differ (its mask means *keep*, its
+#: positions are ``token_positions``, its clipping bound ``max_l2_norm``): what a CS336 student reads
+EXPLANATIONS: dict[str, str] = {
+    "mask_inverted": "The boolean mask is read the wrong way round: in the handout True means the query may attend "
+                     "to the key (keep it) and False means it may not (`masked_fill(~mask, -inf)`).",
+    "mask_ignored": "The mask is never applied: keys the mask marks False (the future) still get attention.",
+    "rope_positions_ignored": "`token_positions` is ignored (0 .. seq_len-1 always): each token must be rotated at "
+                              "the position given.",
+    "gqa_positions_not_passed_to_rope": "`token_positions` never reaches the rotation: the queries and keys must be "
+                                        "rotated at the positions given.",
+    "gqa_batch_positions_not_broadcast_over_heads": "(batch, seq_len) `token_positions` are used as they are against "
+                                                    "(batch, heads, seq_len, d_k) queries: they must become (batch, 1, "
+                                                    "seq_len), the same positions for every head (the handout's "
+                                                    "tests pass batch = heads = 4, which hides it).",
+    "gqa_positions_unsqueezed_whatever_their_rank": "`token_positions` is unsqueezed for the heads whatever its rank: "
+                                                    "(batch, seq_len) must become (batch, 1, seq_len), but (seq_len,) "
+                                                    "positions must stay as they are.",
+    "grad_clip_scales_below_the_bound": "Gradients are scaled to max_l2_norm even when their norm is already below it "
+                                        "(that enlarges them): clip only when the total norm exceeds max_l2_norm.",
+    "grad_clip_eps_inside_the_root": "The norm is sqrt(sum of g**2 + eps): the handout puts eps outside it, "
+                                     "max_l2_norm / (norm + eps). Inside, tiny gradients get a norm of about "
+                                     "sqrt(eps) = 1e-3 and are cut although they are within the bound.",
+}
+
+
 def write_repository(dest: Path, package: str, patches, independent: Path | None = None) -> Path:
     """A CS336-style repository in ``dest``: the package ``package`` (a copy of ``reference/``, or of the
     single file ``independent``) with the patches of other files than the adapter applied, and

@@ -89,6 +89,13 @@ def pitfall(name: str, profile: Profile | str | None = None) -> registry.Pitfall
     return {p.name: p for p in (*registry.pitfalls(), *getattr(cat, "PITFALLS", ()))}[name]
 
 
+def explanation(p: registry.Pitfall, profile: Profile | str | None = None) -> str:
+    """What a student of ``profile`` reads about the pitfall ``p``: its catalogue's words for it (``EXPLANATIONS``),
+    else the pitfall's own."""
+    words = getattr(catalogue(profile_of(profile)), "EXPLANATIONS", {})
+    return words.get(p.name, p.explanation)
+
+
 def every_pitfall() -> dict[str, registry.Pitfall]:
     """Every pitfall a diagnosis can name, by name: the registry's and every shipped course profile's
     own (what a class report counts, whatever profile its class was graded through)."""
