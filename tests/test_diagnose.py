@@ -245,3 +245,26 @@ def test_a_profile_of_ones_own_is_not_diagnosed():
     own = profiles.from_file(str(REPO / "docs" / "examples" / "course_profile.py"))
     assert not through.diagnosable(own) and through.diagnosable("cs336") and through.diagnosable(None)
     assert diagnose.annotate(loader.load("reference"), [], own) == diagnose.Annotations({}, {})
+
+
+def test_a_part_is_blamed_only_where_its_caller_reaches_its_mistake(tmp_path):
+    """Issue 44: a CS336 student's attention crashed only for ``mask=None``, and the diagnosis of their multi-head
+    attention (always causal) said "fix attention first"; fixing it changed nothing. The calls a correct gqa makes
+    into attention under the profile all carry the causal mask (:mod:`transformer_spec.reach`), so that crash is not
+    reached there; an attention wrong for every mask is."""
+    from transformer_spec import diagnosis_catalogue, profiles, reach
+    from transformer_spec.profiles import diagnosis as through
+
+    cs336 = profiles.get("cs336")
+    profiles.use(cs336)
+    try:
+        table = diagnosis_catalogue.catalogue_features(["gqa"], cs336)
+        calls = table[reach.TABLE_KEY]["gqa"]["attention"]
+        assert calls, "a correct gqa calls attention"
+        tol = through.tolerance(cs336)
+        for name, reached in (("mask_none_crashes", False), ("mask_inverted", True)):
+            impl = through.implementation(cs336, tmp_path, name, BY_NAME[name].patches)
+            assert reach.reached(calls, impl, tol) is reached, name
+        assert reach.reached(None, impl, tol), "calls that could not be kept: the call graph decides, as before"
+    finally:
+        profiles.done()

@@ -148,3 +148,23 @@ def test_no_test_of_a_component_passes_without_its_names(tmp_path):
     passed = _passed(str(no_masks), files, tmp_path)
     assert passed.get("position"), "the run graded nothing"
     assert not passed.get("masks"), "masks tests pass without the masks"
+
+
+def test_under_a_course_profile_the_courses_functions_are_read(tmp_path):
+    """Issue 44: a CS336 repository written with the handout's names (``TransformerLM``,
+    ``RotaryPositionalEmbedding``) defines none of the contract's; its adapter functions reach every component.
+    Read with the contract's names it was called ``tampering``; read with the course's, nothing is absent, and a
+    repository whose adapters lack ``run_rope`` is absent in ``rotary`` only."""
+    from tests.profiles.repositories import handout_repository
+    from transformer_spec import profiles
+
+    cs336 = profiles.get("cs336")
+    repo = handout_repository(tmp_path / "repo")
+    (repo / "data").unlink()  # as in the sandbox's copy, which leaves out links that leave the repository
+    (repo / "tests" / "conftest.py").unlink()  # Python 3.12 syntax: the reading gives up on what it cannot parse
+    (repo / "cs336_basics" / "__init__.py").write_text("")  # importlib: the reading gives up too
+    assert "rotary" in absent.absent_components(repo), "the contract's names: the handout writes none for rotary"
+    assert absent.absent_components(repo, cs336) == set()
+    adapters = repo / "tests" / "adapters.py"
+    adapters.write_text(adapters.read_text().replace("def run_rope(", "def run_rope_unused("))
+    assert absent.absent_components(repo, cs336) == {"rotary"}

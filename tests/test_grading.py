@@ -636,3 +636,42 @@ def test_a_call_that_does_not_fit_the_signature_quotes_the_contract_row(tmp_path
     for t in failed:
         assert "TypeError" in t["output"] and "did not fit its signature" in t["output"], t["output"]
         assert "forward(x, memory, tgt_mask=None, memory_mask=None)" in t["output"], t["output"]
+
+
+def test_a_students_run_of_their_own_code_takes_the_graders_examples():
+    """Issue 44: a student checking their file with the README's command (``--impl mine.py``, no ``--grading``)
+    got 79.62 where the grader gave 79.4: one more property example failed under the grading profile. A run of a
+    submission now takes the grader's examples and seeds; the project's own runs of the reference keep ``dev``."""
+    from transformer_spec import hypothesis_profiles as hp
+
+    class Config:
+        def __init__(self, **options):
+            self.options = options
+
+        def getoption(self, name, default=None):
+            return self.options.get(name.lstrip("-").replace("-", "_"), default)
+
+    assert hp.chosen_profile(Config(impl="mine.py")) == hp.GRADING_PROFILE
+    assert hp.chosen_profile(Config(impl="reference")) == hp.DEFAULT_PROFILE
+    assert hp.chosen_profile(Config(grade_json="r.json")) == hp.GRADING_PROFILE
+    assert hp.chosen_profile(Config(impl="mine.py", hypothesis_profile="dev")) == "dev"
+
+
+def test_every_test_failing_on_one_import_is_an_import_error_not_a_grade():
+    """Issue 44: adapters that import their package inside each function, with the package's metadata missing:
+    every test failed with PackageNotFoundError and the status was ``ok`` with 0. One import failure under every
+    graded test that ran is the run's import error; one test passing (or failing otherwise) keeps the grade."""
+    from transformer_spec.outcomes import Outcome, common_import_failure
+
+    def outcome(nodeid, ran):
+        o = Outcome(nodeid, "attention", 1.0, False)
+        o.ran = ran
+        return o
+
+    why = ("the submission 'repo' could not be imported: it reads the package metadata of 'pkg'", "add it")
+    ran = [outcome("a", "failed"), outcome("b", "failed"), outcome("c", "not run")]
+    assert "every graded test failed on it" in common_import_failure(ran, {"a": why, "b": why}).lower() \
+        or "Every graded test failed on it" in common_import_failure(ran, {"a": why, "b": why})
+    assert common_import_failure([*ran, outcome("d", "passed")], {"a": why, "b": why}) is None
+    assert common_import_failure(ran, {"a": why}) is None
+    assert common_import_failure(ran, {"a": why, "b": ("another", "fix")}) is None

@@ -160,7 +160,7 @@ CASES = [
     (optim_laws.test_clipping_scales_every_gradient_to_the_maximum_norm, "grad_clip_reads_the_parameters_twice",
      "as a generator"),
     (optim_laws.test_gradients_within_the_bound_are_untouched, "grad_clip_scales_below_the_bound", "although"),
-    (optim_laws.test_parameters_without_gradients_are_skipped, "grad_clip_each_parameter_on_its_own",
+    (optim_laws.test_clipping_skips_gradients_of_none_and_scales_the_others_by_one_factor, "grad_clip_each_parameter_on_its_own",
      "without gradient"),
     (optim_laws.test_adamw_takes_torchs_adamw_steps, "adamw_without_bias_correction", "torch.optim.AdamW"),
     (optim_laws.test_adamw_takes_torchs_adamw_steps, "adamw_decay_without_the_learning_rate", "torch.optim.AdamW"),

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.profiles.repositories import cs336_repository, handout_repository
 from transformer_spec import profiles, rubric
@@ -226,3 +227,51 @@ def test_the_cs336_kill_matrix_catalogue_is_consistent(tmp_path):
         mutants.write_row(item, tmp_path, "modern", "cs336")
         name = item if isinstance(item, str) else item.name
         assert (tmp_path / name / "tests" / "adapters.py").is_file()
+
+
+def test_the_ranks_the_handout_fixes_are_kept(tmp_path):
+    """Issue 44: an RMSNorm written for the handout's (batch_size, sequence_length, d_model) and an attention for its
+    (batch_size, ..., seq_len, d_k) keep every point: the profile lifts lower-rank inputs to the rank the text
+    promises (and folds higher ones), quoted in ``cs336.RANKS``. Before, they failed 7 of 10 RMSNorm laws and
+    every attention test given 2-D tensors."""
+    from transformer_spec.profiles import InputRank, cs336, lifted
+
+    assert "(batch_size, sequence_length, d_model)" in cs336.RANKS["run_rmsnorm"].quote
+    x = torch.randn(5, 4)
+    (y,), lower = lifted(InputRank(3, 3, "", ""), x)
+    assert y.shape == (1, 5, 4) and lower(y).shape == (5, 4)
+    (y,), lower = lifted(InputRank(3, 3, "", ""), torch.randn(2, 3, 5, 4))
+    assert y.shape == (6, 5, 4) and lower(y).shape == (2, 3, 5, 4)
+    repo = cs336_repository(tmp_path / "repo")
+    adapters = repo / "tests" / "adapters.py"
+    adapters.write_text(adapters.read_text() + (
+        "\n_rmsnorm, _sdpa = run_rmsnorm, run_scaled_dot_product_attention  # noqa: F821\n\n\n"
+        "def run_rmsnorm(d_model, eps, weights, in_features):\n"
+        "    assert in_features.dim() == 3, 'written for (batch_size, sequence_length, d_model)'\n"
+        "    return _rmsnorm(d_model, eps, weights, in_features)\n\n\n"
+        "def run_scaled_dot_product_attention(Q, K, V, mask=None):\n"
+        "    assert Q.dim() >= 3, 'written for (batch_size, ..., seq_len, d_k)'\n"
+        "    return _sdpa(Q, K, V, mask)\n"))
+    proc, results = _grade(tmp_path, repo)
+    assert results["score"] == pytest.approx(100.0), proc.stdout[-3000:]
+
+
+def test_a_counterexample_under_a_profile_is_the_courses_own_call():
+    """Issue 44: a CS336 student reads the call their function got (the keep mask as the handout means it, the
+    handout's argument names), not the contract's arguments (``LlamaConfig(...)``, a *blocked* mask)."""
+    from transformer_spec.profiles import calls
+
+    def run_scaled_dot_product_attention(Q, K, V, mask=None):
+        return Q
+
+    api = type(sys)("course")
+    api.run_scaled_dot_product_attention = run_scaled_dot_product_attention
+    recorded = calls.recording(api)
+    start = calls.mark()
+    keep = torch.tensor([[True, False], [True, True]])
+    recorded.run_scaled_dot_product_attention(torch.zeros(1, 2, 2), torch.ones(1, 2, 2), torch.ones(1, 2, 3), keep)
+    keep[0, 1] = True  # changed afterwards: the call is shown as it was made
+    text = "\n".join(calls.format_calls(calls.since(start), "heading"))
+    assert "run_scaled_dot_product_attention(Q=tensor(" in text
+    assert "mask=tensor([[ True, False], [ True, True]])" in text, text
+    assert calls.since(calls.mark()) == []

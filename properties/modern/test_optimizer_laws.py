@@ -93,8 +93,10 @@ def test_gradients_within_the_bound_are_untouched(impl, grads, factor):
 
 @pytest.mark.component("grad_clip")
 @given(grads=_gradients(), fraction=st.floats(0.05, 0.95))
-def test_parameters_without_gradients_are_skipped(impl, grads, fraction):
-    """A parameter whose .grad is None (frozen, or unused by the loss) counts for nothing and stays None."""
+def test_clipping_skips_gradients_of_none_and_scales_the_others_by_one_factor(impl, grads, fraction):
+    """A parameter whose .grad is None (frozen, or unused by the loss) counts for nothing and stays None, and the
+    others are scaled by max_norm / (their total norm): both, so its name says both (issue 44: a repository that did
+    skip them failed it on the scaling, with eps inside the root, and its old name sent the student elsewhere)."""
     params = _parameters(grads)
     frozen = torch.nn.Parameter(torch.ones(3))
     total = _norm(grads)
