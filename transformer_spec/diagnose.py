@@ -110,8 +110,11 @@ def _own_diagnosis(comp: str, sub: dict, table, profile=None) -> Diagnosis:
     # Partial matches are named only when together they explain every difference from the
     # reference: a mistake that agrees on its own evidence (perhaps one yes/no behaviour) while
     # other behaviours are unexplained is a guess, and a wrong name misleads more than none.
-    # A name the submission does not define is said by its own tests, not explained by a mistake here.
-    different = {k for k in keys if not behaviour.same(sub.get(k), ref.get(k), tol) and sub.get(k) not in _ABSENT}
+    # A name the submission does not define is said by its own tests, not explained by a mistake here; a feature
+    # that an allowed variation changes (another order of AdamW's decay, say) is a free choice, no evidence.
+    free = catalogue.free_features(table, comp)
+    different = {k for k in keys if not behaviour.same(sub.get(k), ref.get(k), tol) and sub.get(k) not in _ABSENT
+                 and k not in free}
     if not different <= explained:
         partial = []
     if differs and not matches and not partial:
@@ -169,8 +172,8 @@ def _by_behaviour(comp: str, sub: dict, table, different: set[str], profile=None
 def _shows_a_difference(comp: str, sub: dict, table, tol: behaviour.Tolerance) -> bool:
     """The probes of ``comp`` show a behaviour of its own that differs from the reference (a name
     missing or a stub is no behaviour)."""
-    ref = table["reference"][comp]
-    return any(not behaviour.same(sub.get(k), ref.get(k), tol) and sub.get(k) not in _ABSENT
+    ref, free = table["reference"][comp], catalogue.free_features(table, comp)
+    return any(not behaviour.same(sub.get(k), ref.get(k), tol) and sub.get(k) not in _ABSENT and k not in free
                for k in set(sub) | set(ref))
 
 

@@ -86,15 +86,22 @@ def catalogue_features(components: Iterable[str], profile=None) -> dict[str, dic
             table = torch.load(path, weights_only=True)
     table = table if table is not None else {}
     _MEMO[key] = table
-    todo = {}
+    todo, free = {}, table.get(FREE_KEY, {})
     for comp in through.components(components, profile):
         for name in ["reference", *(p.name for p in candidates(comp, profile))]:
             if comp not in table.get(name, {}):
                 todo.setdefault(name, []).append(comp)
+        if comp not in free:
+            for v in through.variations(comp, profile):
+                todo.setdefault(VARIATION + v.name, []).append(comp)
     if not todo:
         return table
     with tempfile.TemporaryDirectory(prefix="diagnose-") as tmp:
-        for name, comps in todo.items():
+        variations = {v.name: v for comp in todo.get("reference", []) for v in through.variations(comp, profile)}
+        for name, comps in sorted(todo.items(), key=lambda kv: kv[0] != "reference"):  # the reference first
+            if name.startswith(VARIATION):
+                _free(table, variations.get(name[len(VARIATION):]) or _variation(name, profile), comps, profile, tmp)
+                continue
             patches = () if name == "reference" else through.pitfall(name, profile).patches
             impl = through.implementation(profile, Path(tmp), f"pitfall_{name}", patches)
             table.setdefault(name, {}).update(behaviour.features(impl, comps, through.lacks(profile)))
@@ -107,6 +114,36 @@ def catalogue_features(components: Iterable[str], profile=None) -> dict[str, dic
         torch.save(table, tmp_path)
         os.replace(tmp_path, path)
     return table
+
+
+#: the table's key for each component's *free* features: those an allowed variation changes (correct code in
+#: another style), so that a difference there is no evidence of a mistake (:func:`free_features`)
+FREE_KEY = "__free__"
+VARIATION = "variation:"
+
+
+def _variation(name: str, profile):
+    from .variations import BY_NAME
+
+    own = {v.name: v for v in getattr(through.catalogue(through.profile_of(profile)), "VARIATIONS", ())}
+    return {**BY_NAME, **own}[name[len(VARIATION):]]
+
+
+def _free(table, variation, comps: list[str], profile, tmp: str) -> None:
+    """Add to each of ``comps``'s free features those where ``variation`` differs from the reference."""
+    impl = through.implementation(profile, Path(tmp), f"variation_{variation.name}", variation.patches)
+    found = behaviour.features(impl, comps, through.lacks(profile))
+    tol = through.tolerance(profile)
+    for comp in comps:
+        ref, theirs = table["reference"][comp], found[comp]
+        keys = set(table.setdefault(FREE_KEY, {}).get(comp, ()))
+        keys |= {k for k in set(ref) | set(theirs) if not behaviour.same(ref.get(k), theirs.get(k), tol)}
+        table[FREE_KEY][comp] = sorted(keys)
+
+
+def free_features(table, comp: str) -> set[str]:
+    """The features of ``comp`` that an allowed variation changes: a difference there is a free choice."""
+    return set(table.get(FREE_KEY, {}).get(comp, ()))
 
 
 def evidence(table, name: str, comp: str, tol: behaviour.Tolerance = behaviour.EXACT) -> list[str]:

@@ -96,6 +96,18 @@ def behaviour(impl, f: bp.Features) -> None:
 
     bp.capture(f, "~frozen_kept", frozen_kept)
 
+    def moves_as_alone():  # a parameter's step does not depend on the parameters before it in the group
+        grads = [grid(3, seed=341, dtype=torch.float32), grid(2, seed=342, dtype=torch.float32)]
+        pair = [torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))]
+        alone = torch.nn.Parameter(torch.ones(2))
+        for p, g in zip([*pair, alone], [*grads, grads[1]], strict=True):
+            p.grad = g.clone()
+        impl.AdamW(pair, **SETTINGS).step()
+        impl.AdamW([alone], **SETTINGS).step()
+        return bool(torch.allclose(pair[1].detach(), alone.detach(), rtol=1e-6, atol=1e-7))
+
+    bp.capture(f, "~second_parameter_steps_as_alone", moves_as_alone)
+
 
 def _adamw(mod, seed):
     return recheck.Outputs(recheck.as_numpy(params=_steps(mod.AdamW, seed)), rtol=1e-5, atol=1e-6 + 2 * 3 * 1e-4 * 0.1)

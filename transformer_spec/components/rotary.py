@@ -68,13 +68,15 @@ PITFALLS = (
             ("rotary.py", _ANGLES,
              "angles = torch.arange(1, max_len + 1, dtype=torch.float64)[:, None] * inv_freq")),
     pitfall("rope_tables_shaped_for_four_dimensions", "rotary",
-            "The cos/sin tables are kept as (1, 1, max_len, head_dim/2), for (batch, heads, L, head_dim) inputs, and "
-            "indexed with the positions flattened: a (L, head_dim) input comes back as (1, 1, L, head_dim), and (B, L) "
-            "positions no longer line up with the batch. Index (max_len, head_dim/2) tables with the positions as "
-            "they are: the result broadcasts against x of any rank.",
+            "The cos/sin tables are kept as (1, 1, max_len, head_dim/2), for (batch, heads, L, head_dim) inputs (squeezed "
+            "back for 3-D ones only), and indexed with the positions flattened: a (L, head_dim) input comes back as "
+            "(1, 1, L, head_dim), and (B, L) positions no longer line up with the batch. Index (max_len, head_dim/2) "
+            "tables with the positions as they are: the result broadcasts against x of any rank.",
             ("rotary.py", _TABLES,
              "cos = self.cos[None, None][:, :, positions.flatten()].to(x.dtype)  # (1, 1, L, head_dim/2)\n"
-             "        sin = self.sin[None, None][:, :, positions.flatten()].to(x.dtype)"),
+             "        sin = self.sin[None, None][:, :, positions.flatten()].to(x.dtype)\n"
+             "        if x.dim() == 3:\n"
+             "            cos, sin = cos[0, 0], sin[0, 0]"),
             source="0Chris5R/StanfordCS336-Own-Transformer@439c6c6 cs336_basics/model.py:117-118"),
 )
 

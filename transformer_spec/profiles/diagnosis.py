@@ -84,6 +84,18 @@ def candidates(comp: str, profile: Profile | str | None = None) -> list[registry
     return [p for p in (*registry.pitfalls(), *own) if comp in registry.affected_by(p.component) and p.name not in unseen]
 
 
+def variations(comp: str, profile: Profile | str | None = None) -> list:
+    """The allowed variations (correct code in other styles) that can change component ``comp`` under ``profile``:
+    the track's (all, for the contract's own names) and the profile's catalogue's own."""
+    from .. import tracks
+    from ..variations import CATALOGUE
+
+    p = profile_of(profile)
+    own = [] if direct(p) else list(getattr(catalogue(p), "VARIATIONS", ()))
+    track = [v for v in CATALOGUE if direct(p) or tracks.home(v.component) == p.track]
+    return [v for v in (*track, *own) if comp in registry.affected_by(v.component)]
+
+
 def pitfall(name: str, profile: Profile | str | None = None) -> registry.Pitfall:
     cat = catalogue(profile_of(profile))
     return {p.name: p for p in (*registry.pitfalls(), *getattr(cat, "PITFALLS", ()))}[name]
