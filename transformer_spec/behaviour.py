@@ -179,6 +179,18 @@ def block_probes(f: Features, cls, shapes, call, zero_names) -> None:
     capture(f, "pre_train_ffn_output_values", train_ffn_output_values)
 
 
+def top_k_draws(model, prompt: list[int], k: int = 2, draws: int = 40) -> str:
+    """Where the tokens ``generate`` draws with ``top_k=k`` at temperature 10 rank among the model's own next-token
+    logits: ``"top-2"`` (as asked), ``"top-3"`` (one kept too many), ``"beyond"`` (top_k ignored): the signature of
+    a top-k mistake whatever the sampler (the draws themselves are a free choice: inverse CDF, multinomial)."""
+    out = model(torch.tensor([prompt]))
+    logits = (out[0] if isinstance(out, tuple) else out)[0, -1]
+    order = torch.argsort(logits, descending=True).tolist()
+    drawn = {model.generate(list(prompt), max_new_tokens=1, temperature=10.0, top_k=k,
+                            generator=torch.Generator().manual_seed(g))[-1] for g in range(draws)}
+    return next((f"top-{n}" for n in (k, k + 1) if drawn <= set(order[:n])), "beyond")
+
+
 VOCAB, MAX_LEN = 13, 8
 
 

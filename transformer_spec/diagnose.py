@@ -96,23 +96,25 @@ def _own_diagnosis(comp: str, sub: dict, table, profile=None) -> Diagnosis:
     # very same crashes are evidence (issue 44: a decoder whose cross-attention crashed on the memory mask was
     # named after another mistake that crashes there)
     alike = _alike if not _answers_nothing(sub) else (lambda a, b, t: behaviour.same(a, b, t))
+    free = catalogue.free_features(table, comp)
     if differs:
         for p in catalogue.candidates(comp, profile):
             ev = catalogue.evidence(table, p.name, comp, tol)
             if not ev:
                 continue
             theirs = table[p.name][comp]
+            # where the code took the other side of a free choice, the mistake's numbers there are not its own
+            needed = [k for k in ev if k not in free] or ev
             if all(alike(sub.get(k), theirs.get(k), tol) for k in sorted(set(sub) | set(theirs))):
                 matches.append(p)
-            elif all(alike(sub.get(k), theirs.get(k), tol) for k in ev):
-                partial.append((len(ev), p))
-                explained |= set(ev)
+            elif all(alike(sub.get(k), theirs.get(k), tol) for k in needed):
+                partial.append((len(needed), p))
+                explained |= set(needed)
     # Partial matches are named only when together they explain every difference from the
     # reference: a mistake that agrees on its own evidence (perhaps one yes/no behaviour) while
     # other behaviours are unexplained is a guess, and a wrong name misleads more than none.
     # A name the submission does not define is said by its own tests, not explained by a mistake here; a feature
     # that an allowed variation changes (another order of AdamW's decay, say) is a free choice, no evidence.
-    free = catalogue.free_features(table, comp)
     different = {k for k in keys if not behaviour.same(sub.get(k), ref.get(k), tol) and sub.get(k) not in _ABSENT
                  and k not in free}
     if not different <= explained:
@@ -158,8 +160,14 @@ def _by_behaviour(comp: str, sub: dict, table, different: set[str], profile=None
         return []
     found, explained = [], set()
     tol = through.tolerance(profile)
+    ref, free = table["reference"][comp], catalogue.free_features(table, comp)
     for p in catalogue.candidates(comp, profile):
         theirs = table[p.name][comp]
+        # a mistake that would change a feature the submission shares with a correct implementation is not its
+        # mistake (reading the first position's logits draws beyond the top k, but changes greedy decoding too)
+        if any(behaviour.same(sub.get(k), ref.get(k), tol) for k in catalogue.evidence(table, p.name, comp, tol)
+               if k not in free and sub.get(k) not in _ABSENT):
+            continue
         # a behaviour is a signature where the mistake answers: that it raises is shared by any crash
         ev = [k for k in catalogue.evidence(table, p.name, comp, tol) if k.startswith(behaviour.BEHAVIOURAL)
               and not (isinstance(theirs.get(k), str) and theirs[k].startswith("raises "))]

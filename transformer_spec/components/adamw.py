@@ -87,6 +87,10 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "three_steps", lambda: _steps(impl.AdamW, 331))
     bp.capture(f, "zero_gradient", lambda: _steps(impl.AdamW, 331, steps=1, zero=True))
     bp.capture(f, "scheduled", lambda: _steps(impl.AdamW, 331, lrs=[1e-3, 3e-2, 1e-2]))
+    # without decay: what the two allowed orders of the decay leave alone (those above are free features)
+    no_decay = {**SETTINGS, "weight_decay": 0.0}
+    bp.capture(f, "three_steps_no_decay", lambda: _steps(impl.AdamW, 331, settings=no_decay))
+    bp.capture(f, "scheduled_no_decay", lambda: _steps(impl.AdamW, 331, lrs=[1e-3, 3e-2, 1e-2], settings=no_decay))
 
     def frozen_kept():
         frozen, live = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))

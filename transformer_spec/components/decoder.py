@@ -42,7 +42,8 @@ PITFALLS = (
              "if False:  # always Post-LN\n            attn_out, self_weights")),
     pitfall("decoder_cross_residual_missing", "decoder",
             "The decoder block drops the residual connection around cross-attention.",
-            ("blocks.py", "x = x + self.dropout(cross_out)", "x = self.dropout(cross_out)")),
+            ("blocks.py", "x = x + self.dropout(cross_out)", "x = self.dropout(cross_out)"),
+            ("blocks.py", "x = self.norm2(x + self.dropout(cross_out))", "x = self.norm2(self.dropout(cross_out))")),
     pitfall("decoder_sublayer_output_not_dropped", "decoder",
             "The decoder block never applies its own dropout to the FFN sublayer's output: the contract's "
             "block is x + dropout(ffn(norm3(x))), like the encoder's.",

@@ -108,6 +108,7 @@ def behaviour(impl, f: bp.Features) -> None:
         return "returns tokens" if isinstance(out, list) and len(out) == 6 else f"returns {type(out).__name__}"
 
     bp.capture(f, "top_k_above_vocabulary", top_k_above_vocabulary)
+    bp.capture(f, "~top_k_2_draws_from", lambda: bp.top_k_draws(bp.small_minigpt(impl), [1, 2, 3]))
 
     def reproducible():
         torch.manual_seed(7)

@@ -90,6 +90,7 @@ def behaviour(impl, f: bp.Features) -> None:
     bp.capture(f, "top_k_1", lambda: sample(temperature=1.0, top_k=1))
     bp.capture(f, "hot_3", lambda: sample(temperature=3.0))
     bp.capture(f, "top_k_2_tokens", lambda: sorted(set(sample(temperature=5.0, top_k=2)[2:])))
+    bp.capture(f, "~top_k_2_draws_from", lambda: bp.top_k_draws(small_minillama(impl, 121), [4, 5]))
 
     def mode_restored():
         m = small_minillama(impl, 121).train()
