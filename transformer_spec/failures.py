@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -222,12 +223,25 @@ def describe_not_implemented(exc: BaseException, paths: list[str]) -> str:
     return f"NotImplementedError: {message} (at {where(tb)})" if tb is not None else f"NotImplementedError: {message}"
 
 
+def shell_word(text: str) -> str:
+    """``text`` as one word of a POSIX shell command line: as it is when it holds only safe characters, else in
+    single quotes (``shlex.quote``). A student's folder may be named ``$(id)``: a pasted line must not run it."""
+    return shlex.quote(text)
+
+
+def shell_test_id(nodeid: str) -> str:
+    """A test id as the re-run line shows it: in double quotes, as before, where that is safe (the suite's ids),
+    else single-quoted."""
+    return f'"{nodeid}"' if not any(c in nodeid for c in '$`\\"!') else shlex.quote(nodeid)
+
+
 def reproduce_command(item: pytest.Item) -> str:
-    impl = item.config.getoption("--impl") or loader.resolve_target(None)
+    """The command that re-runs ``item``, every argument quoted for a POSIX shell (issue 45)."""
+    impl = shell_word(item.config.getoption("--impl") or loader.resolve_target(None))
     chosen = selection_options(item.config)
     if not layout.IN_CLONE:  # the installed suite: its test paths are the console script's to resolve
-        return f'transformer-spec check {impl}{chosen} "{item.nodeid}"'
-    return f'pytest --impl {impl}{chosen} "{item.nodeid}"'
+        return f"transformer-spec check {impl}{chosen} {shell_test_id(item.nodeid)}"
+    return f"pytest --impl {impl}{chosen} {shell_test_id(item.nodeid)}"
 
 
 def selection_options(config: pytest.Config) -> str:

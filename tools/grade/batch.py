@@ -3,7 +3,6 @@ its own children, with resume; and the merge of the outputs of shards."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
@@ -14,7 +13,6 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from transformer_spec import diagnosis_catalogue, recheck, registry
-from transformer_spec.files import hash_file
 from transformer_spec.results_file import format_points
 
 from . import report, sandbox
@@ -23,7 +21,8 @@ from .decision import empty_record, grade_entry, not_run
 from .output import Output, remove_temp_files
 from .record import Record
 from .settings import RECORD, STATE_DIR, GradeError, Settings
-from .submissions import Entry, discover, hidden_names, shard_of, submission_hash
+from . import tree
+from .submissions import ignores_case, Entry, discover, hidden_names, shard_of, submission_hash
 from .suite import Context, Setup, Suite, collect_skeleton
 from .text import file_name
 
@@ -35,16 +34,18 @@ def _components(skeleton: list[dict]) -> list[str]:
 
 def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int | None = None,
                 resume: bool = False, shard: tuple[int, int] = (1, 1), progress: bool = True,
-                class_report: bool = True) -> dict[str, Record]:
+                class_report: bool = True, only: Path | None = None) -> dict[str, Record]:
     """Grade every submission of ``submissions`` (this shard's part) into ``out``; returns the records.
     ``class_report=False`` writes no ``report.html`` (``tools.grade single``: one student, whose
-    output folder is temporary)."""
+    output folder is temporary); ``only``: that one submission of the folder ``submissions`` (its parent), graded
+    where it lies (copied into its sandbox within the class's limits, never before)."""
     out = out.resolve()
     submissions = submissions.resolve()
-    if out == submissions or submissions in out.parents:
+    inside = only if only is not None else submissions
+    if out == inside or inside in out.parents:
         raise GradeError("--out must not be inside the submissions folder")
-    found = discover(submissions, settings.profile_object().adapter)
-    skipped = hidden_names(submissions)
+    found = discover(submissions, settings.profile_object().adapter, ignores_case(out), only=only)
+    skipped = hidden_names(submissions) if only is None else []
     if skipped:
         print(f"warning: not graded, hidden names: {', '.join(skipped[:10])}", file=sys.stderr)
     if not found:
@@ -54,7 +55,7 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
     for e in entries:
         if e.note:
             print(f"warning: {e.note}", file=sys.stderr)
-    class_files = folder_hashes(submissions)
+    class_files = folder_hashes(submissions, only)
     course = settings.profile_object()
     suite = Suite(course_profile=course.origin)
     config = {"fingerprint": settings.fingerprint(suite.sha256), "shard": list(shard)}
@@ -128,7 +129,7 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
         if bar is not None:
             bar.close()
         output.sweep(protect={tmp_root})
-        changed = sorted(set(class_files.items()) ^ set(folder_hashes(submissions).items()))
+        changed = sorted(set(class_files.items()) ^ set(folder_hashes(submissions, only).items()))
         if changed:
             print(f"warning: the class folder {file_name(str(submissions))} changed while it was graded: "
                   + ", ".join(sorted({file_name(str(p)) for p, _ in changed})[:10]), file=sys.stderr)
@@ -163,14 +164,13 @@ def _setup(ctx: Context) -> Setup:
     return Setup(skeleton, recheck.expected_outputs(ctx.seed), recheck.expected_outputs(0, mode=recheck.PUBLIC))
 
 
-def folder_hashes(folder: Path) -> dict[str, str]:
-    """Every file under ``folder`` (links as their target text) -> its SHA-256."""
+def folder_hashes(folder: Path, only: Path | None = None) -> dict[str, str]:
+    """Every entry of the class folder (``only``: that one) -> a fingerprint of its tree (names, sizes, times, link
+    targets: no file is read, and no depth or count stops it, :mod:`tools.grade.tree`): what shows the folder
+    changed meanwhile."""
     out = {}
-    for p in sorted(folder.rglob("*")):
-        if p.is_symlink():
-            out[str(p.relative_to(folder))] = "link:" + os.readlink(p)
-        elif p.is_file():
-            out[str(p.relative_to(folder))] = hash_file(hashlib.sha256(), p).hexdigest()
+    for p in [only] if only is not None else sorted(folder.iterdir()):
+        out[p.name] = "link:" + os.readlink(p) if p.is_symlink() else tree.fingerprint(tree.scan(p))
     return out
 
 

@@ -10,7 +10,6 @@ process that writes the file.
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -31,15 +30,11 @@ def grade_single(submission: Path, results_json: Path, settings: Settings, progr
     if results_json == submission or submission in results_json.parents:
         raise GradeError("--results-json must not be inside the submission")
     with tempfile.TemporaryDirectory(prefix="transformer-spec-single-") as tmp:
-        folder = Path(tmp) / "class"
-        folder.mkdir()
-        if submission.is_dir():  # a copy, not a link: the class grader refuses links that leave a submission
-            shutil.copytree(submission, folder / submission.name, symlinks=True,
-                            ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(submission, folder / submission.name)
-        records = grade_class(folder, Path(tmp) / "out", settings, jobs=1, progress=progress,
-                              class_report=False)
+        # Graded where it lies, as one entry of its folder: copied into its sandbox within the class's limits
+        # (size, depth, count, special files: tools/grade/tree.py), never copied whole before (a 2 GiB sparse
+        # file became 2 GB of real disk)
+        records = grade_class(submission.parent, Path(tmp) / "out", settings, jobs=1, progress=progress,
+                              class_report=False, only=submission)
         (record,) = records.values()  # the class holds this one entry (its id is made safe text)
         data = json.loads((Path(tmp) / "out" / "students" / record.student / "results.json").read_text())
     atomic_write(results_json, json.dumps(data, indent=2) + "\n")

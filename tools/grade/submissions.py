@@ -9,9 +9,9 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformer_spec.files import hash_file
 from transformer_spec.loader import outside_symlinks
 
+from . import tree
 from .settings import MAX_SUBMISSION_BYTES, GradeError
 from .text import file_name
 
@@ -77,24 +77,47 @@ def _entry(p: Path, adapter: str | None = None) -> Entry:
     return Entry(name, None, None, f"{name} is not a regular file or a folder")
 
 
-def _key(student: str) -> str:
-    """Ids that look the same (NFC and NFD, or case on a case-insensitive disk) share a key."""
-    return unicodedata.normalize("NFKC", student).casefold()
+def _key(student: str, casefold: bool = False) -> str:
+    """Ids that look the same (NFC and NFD; case too where the output disk ignores it) share a key."""
+    key = unicodedata.normalize("NFKC", student)
+    return key.casefold() if casefold else key
 
 
-def _unique(entries: list[Entry], paths: list[Path]) -> list[Entry]:
-    """Every entry keeps its row: ids that collide (``alice.py`` beside ``alice/``, look-alikes)
-    become the entries' whole names, then their ASCII escapes, then numbered; each says so."""
+def _own(entry: Entry, path: Path) -> bool:
+    """The entry's id is its own name as it is: a folder's or a file's full name, canonical (NFC) text."""
+    return entry.student in (path.name, path.stem) and unicodedata.normalize("NFC", entry.student) == entry.student \
+        and entry.student == entry.student.lower()
+
+
+def _unique(entries: list[Entry], paths: list[Path], casefold: bool = False) -> list[Entry]:
+    """Every entry keeps its row, and an id that is the entry's own name keeps it (issue 45: a folder
+    ``Honest_OK`` made its classmate ``honest_ok`` into ``honest_ok~2``). Among ids that collide (``alice.py``
+    beside ``alice/``, look-alikes; names differing in case only where the output disk ignores case,
+    ``casefold``), the one entry whose id is its own canonical name keeps it; the others become their whole
+    names, then their ASCII escapes, then numbered; each says so."""
     groups: dict[str, list[int]] = {}
     for i, e in enumerate(entries):
-        groups.setdefault(_key(e.student), []).append(i)
+        groups.setdefault(_key(e.student, casefold), []).append(i)
     for members in groups.values():
         if len(members) < 2:
             continue
+        owners = [i for i in members if _own(entries[i], paths[i])]
+        if len(owners) == 1:
+            members = [i for i in members if i != owners[0]]
+            taken = _key(entries[owners[0]].student, casefold)
+            for i in members:
+                name = file_name(paths[i].name)
+                if _key(name, casefold) == taken or any(_key(name, casefold) == _key(entries[j].student, casefold)
+                                                        for j in members if j != i):
+                    name = ascii(paths[i].name)[1:-1] + f"~{members.index(i) + 2}"
+                entries[i].student = name
+                entries[i].note = (f"id {name!r}: its name collides with the id {entries[owners[0]].student!r} of "
+                                   "another entry, which keeps it")
+            continue
         names = [file_name(paths[i].name) for i in members]
-        if len({_key(n) for n in names}) < len(names):
+        if len({_key(n, casefold) for n in names}) < len(names):
             names = [ascii(paths[i].name)[1:-1] for i in members]
-        if len({_key(n) for n in names}) < len(names):
+        if len({_key(n, casefold) for n in names}) < len(names):
             names = [f"{n}~{k + 1}" for k, n in enumerate(names)]
         shared = entries[members[0]].student
         for i, n in zip(members, names, strict=True):
@@ -115,13 +138,26 @@ def hidden_names(submissions: Path) -> list[str]:
     return [file_name(p.name) for p in sorted(submissions.iterdir()) if ignored(p) and p.name not in NOT_ENTRIES]
 
 
-def discover(submissions: Path, adapter: str | None = None) -> list[Entry]:
-    """One entry per name of the class folder (but the :func:`ignored` ones), sorted by name; ids unique.
-    ``adapter``: see :func:`_entry`."""
+def discover(submissions: Path, adapter: str | None = None, casefold: bool = False,
+             only: Path | None = None) -> list[Entry]:
+    """One entry per name of the class folder (but the :func:`ignored` ones), sorted by name; ids unique
+    (``casefold``: also when they differ in case only, for an output disk that ignores case).
+    ``adapter``: see :func:`_entry`; ``only``: that one entry of the folder (``tools.grade single``)."""
     if not submissions.is_dir():
         raise GradeError(f"{submissions} is not a folder of submissions")
-    paths = [p for p in sorted(submissions.iterdir()) if not ignored(p)]
-    return _unique([_entry(p, adapter) for p in paths], paths)
+    paths = [only] if only is not None else [p for p in sorted(submissions.iterdir()) if not ignored(p)]
+    return _unique([_entry(p, adapter) for p in paths], paths, casefold)
+
+
+def ignores_case(folder: Path) -> bool:
+    """Whether the disk of ``folder`` (created if need be) takes names that differ in case for one name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / ".case-probe-a"
+    try:
+        probe.write_text("")
+        return (folder / ".case-probe-A").exists()
+    finally:
+        probe.unlink(missing_ok=True)
 
 
 def shard_of(student: str, n: int) -> int:
@@ -129,71 +165,70 @@ def shard_of(student: str, n: int) -> int:
     return int(hashlib.sha256(student.encode()).hexdigest(), 16) % n + 1
 
 
+def _outside(src: Path, rel: str) -> Path | None:
+    """The real target of the link ``rel`` of ``src`` when it leaves ``src`` (a loop of links leaves it too)."""
+    try:
+        real = (src / rel).resolve()
+    except (RuntimeError, OSError):
+        return Path(f"{os.readlink(src / rel)} (a loop of links)")
+    root = src.resolve()
+    return None if real == root or root in real.parents else real
+
+
+def _said(entry: Entry, text: str) -> None:
+    if text not in entry.note:  # graded twice after a crash: said once
+        entry.note = "; ".join(filter(None, [entry.note, text]))
+
+
+def _shown(paths: list[str]) -> str:
+    more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
+    return file_name(", ".join(sorted(paths)[:3])) + more
+
+
 def copy_submission(entry: Entry, dest: Path) -> Path:
-    """Copy the submission into ``dest``; returns the path of the copied target."""
+    """Copy the submission into ``dest``; returns the path of the copied target. Walked and copied without
+    recursion and within limits (:mod:`tools.grade.tree`): a shape the grader refuses is a :class:`GradeError`
+    saying why in the student's words, never a traceback or the grader's own paths."""
     src = entry.copy_root
     assert src is not None and entry.target is not None
-    total = 0
-
-    def count(path: Path) -> None:
-        nonlocal total
-        total += path.stat().st_size if path.is_file() and not path.is_symlink() else 0
-        if total > MAX_SUBMISSION_BYTES:
-            raise GradeError(f"the submission is larger than {MAX_SUBMISSION_BYTES // 2**20} MB")
-
-    links = outside_symlinks(src) if src.is_dir() else \
-        [(src, src.resolve())] if src.is_symlink() and src.resolve().parent != src.parent.resolve() else []
-    left_out: set[Path] = set()
+    if src.is_symlink() and src.resolve().parent != src.parent.resolve():
+        raise GradeError(f"{file_name(src.name)} is a symlink to a file outside the submission's folder; "
+                         "submit the files themselves")
+    found = tree.scan(src, MAX_SUBMISSION_BYTES)
+    if found.problem:
+        raise GradeError(found.problem)
+    links = [(rel, real) for rel, _ in found.links if (real := _outside(src, rel)) is not None] if src.is_dir() else []
+    left_out: set[str] = set()
     if links and entry.adapter is not None:
         # A repository keeps links that git keeps (a dataset's folder, often dangling); the loader refuses
         # only those beside the adapter file, which its import could follow. The others are left out of
         # the copy: nothing outside the repository reaches the sandbox, and the grade is the one pytest
         # gives the repository (it never reads them).
-        beside_adapter = {link for link, _ in outside_symlinks(src / entry.adapter)}
-        refused = [(link, real) for link, real in links if link in beside_adapter]
-        left_out = {link for link, _ in links} - {link for link, _ in refused}
-        links = refused
+        beside_adapter = {str(link.relative_to(src)) for link, _ in outside_symlinks(src / entry.adapter)}
+        left_out = {rel for rel, _ in links if rel not in beside_adapter}
+        links = [(rel, real) for rel, real in links if rel in beside_adapter]
         if left_out:
-            shown = ", ".join(str(p.relative_to(src)) for p in sorted(left_out)[:3])
-            more = f" and {len(left_out) - 3} more" if len(left_out) > 3 else ""
-            said = f"links leaving the repository left out of the copy: {file_name(shown)}{more}"
-            if said not in entry.note:  # graded twice after a crash: said once
-                entry.note = "; ".join(filter(None, [entry.note, said]))
+            _said(entry, f"links leaving the repository left out of the copy: {_shown(list(left_out))}")
     if links:  # the loader refuses them too; a copy would carry them (or their target) into the sandbox
-        raise GradeError(f"{links[0][0].name} is a symlink to {links[0][1]}, outside the submission's folder; "
-                         f"submit the files themselves")
+        raise GradeError(f"{file_name(Path(links[0][0]).name)} is a symlink to {file_name(str(links[0][1]))}, "
+                         f"outside the submission's folder; submit the files themselves")
+    if found.special:
+        _said(entry, f"special files (FIFOs, sockets, devices) left out of the copy: {_shown(found.special)}")
     # In the sandbox the entry's own name is safe text (a name that is not UTF-8 cannot be compiled
     # or imported, and would print raw escapes in the messages the student reads).
     root = dest / file_name(src.name)
     if src.is_file():
-        count(src)
         shutil.copy2(src, root)
         return root
-    for path in src.rglob("*"):
-        count(path)
-
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        return {n for n in names if n == "__pycache__" or Path(folder, n) in left_out}
-
-    shutil.copytree(src, root, symlinks=True, ignore=ignore)
+    tree.copy_tree(found, root, frozenset(left_out) | frozenset(found.special))
     return root / entry.target.relative_to(src) if entry.target != src else root
 
 
 def submission_hash(entry: Entry) -> str:
-    h = hashlib.sha256()
+    """The submission's SHA-256 (names, link targets and contents; names and sizes for one over the size limit,
+    never read), the record's and ``--resume``'s way to know it again."""
     src = entry.copy_root
     if src is None:
         return "none"
-    paths = [src] if src.is_file() else sorted(p for p in src.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    if sum(p.lstat().st_size for p in paths) > MAX_SUBMISSION_BYTES:  # refused when copied: names and sizes will do
-        for p in paths:
-            h.update(os.fsencode(p.relative_to(src.parent)) + b"\0" + str(p.lstat().st_size).encode() + b"\0")
-        return "too-large-" + h.hexdigest()
-    for p in paths:
-        h.update(os.fsencode(p.relative_to(src.parent)) + b"\0")  # a name need not be UTF-8
-        if p.is_symlink():
-            h.update(os.fsencode(os.readlink(p)))
-        else:
-            hash_file(h, p)
-        h.update(b"\0")
-    return h.hexdigest()
+    found = tree.scan(src, MAX_SUBMISSION_BYTES)
+    return tree.digest(found, MAX_SUBMISSION_BYTES)

@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -121,7 +122,7 @@ class Profile:
         """What a re-run command adds to choose this profile ('' for the contract's own names); a profile
         of one's own is named by its file's name, the file the course hands its students."""
         if self.origin:
-            return f" --profile {Path(self.origin).name}"
+            return f" --profile {shlex.quote(Path(self.origin).name)}"
         return "" if self.name == DEFAULT else f" --profile {self.name}"
 
     def argument_names_of(self, names: Iterable[str]) -> tuple[str, ...]:
