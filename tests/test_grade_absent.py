@@ -168,3 +168,39 @@ def test_under_a_course_profile_the_courses_functions_are_read(tmp_path):
     adapters = repo / "tests" / "adapters.py"
     adapters.write_text(adapters.read_text().replace("def run_rope(", "def run_rope_unused("))
     assert absent.absent_components(repo, cs336) == {"rotary"}
+
+
+def test_components_defined_only_as_stubs_are_read_from_the_source(tmp_path):
+    """Issue 45: the handout's stub adapters (or an untouched starter kit) with a forged report claimed 93 points.
+    No test of a component every name of which is a stub can be reported passed by an honest child (the stub rule),
+    so a claimed pass there is proof. Read by the grading child's own rule (``NotImplementedError`` reached before
+    any ``return``), a class being a stub when one of its methods is; nothing is claimed where a name is bound
+    otherwise, or where the files could rebind it unseen (``vars()``, ``setattr``, ``exec``)."""
+    import subprocess
+    import sys
+
+    from tests.profiles.repositories import handout_repository
+    from transformer_spec import profiles
+
+    cs336 = profiles.get("cs336")
+    stubs = handout_repository(tmp_path / "stubs", stubs=True)
+    (stubs / "data").unlink()
+    every = {c for c in profiles.get("cs336").functions}
+    assert absent.stub_components(stubs, cs336) == every
+    real = handout_repository(tmp_path / "real")
+    (real / "data").unlink()
+    assert absent.stub_components(real, cs336) == set()
+    adapters = stubs / "tests" / "adapters.py"
+    text = adapters.read_text()
+    adapters.write_text(text + "\n\nrun_rope = print\n")  # bound otherwise: rotary is no proof any more
+    assert "rotary" not in absent.stub_components(stubs, cs336)
+    adapters.write_text(text + "\nvars()\n")
+    assert absent.stub_components(stubs, cs336) == set()
+    for track in ("classic", "modern"):
+        subprocess.run([sys.executable, "-m", "tools.release", "--out", str(tmp_path / track), "--track", track],
+                       cwd=ROOT, check=True, capture_output=True)
+        kit = tmp_path / track / "my_transformer"
+        assert absent.stub_components(kit) >= {"attention", "masks"}, track
+    assert absent.stub_components(REFERENCE_DIR) == set()
+    assert absent.stub_components(ROOT / "tests" / "independent" / "alt_submission.py") == set()
+    assert absent.stub_components(ROOT / "tests" / "independent" / "alt_modern.py") == set()

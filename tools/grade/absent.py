@@ -28,7 +28,7 @@ import ast
 import threading
 from pathlib import Path
 
-from transformer_spec import notebooks, registry
+from transformer_spec import contract, notebooks, registry
 
 MAX_SOURCE_BYTES = 4 * 2**20
 DYNAMIC = frozenset({"exec", "eval", "compile", "globals", "vars", "locals", "setattr", "__import__", "importlib",
@@ -141,5 +141,90 @@ def absent_components(root: Path, profile=None) -> set[str]:
     for c in registry.components():
         own = _names_reached(c, profile)
         if own and not any(n in names for n in own):
+            out.add(c.name)
+    return out
+
+
+#: what could bind a function's name unseen, for the stub proof (loading a module, as the handout's
+#: ``importlib.metadata.version`` does, binds no function of another file)
+_REBINDS = frozenset({"exec", "eval", "compile", "globals", "vars", "locals", "setattr", "__getattr__", "__dict__",
+                      "modules", "__builtins__", "builtins", "reload"})
+
+
+def _is_stub_function(node: ast.AST) -> bool:
+    """A ``def`` that reaches ``raise NotImplementedError`` before any ``return`` among its body's own statements:
+    the rule by which the grading child itself calls a name a stub (``transformer_spec.stubs``), so that a pass it
+    claims for a test using the name is one an honest child never reports."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    for stmt in node.body:
+        if isinstance(stmt, ast.Return):
+            return False
+        if isinstance(stmt, ast.Raise) and stmt.exc is not None:
+            exc = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
+            return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+    return False
+
+
+def _stub_definition(node: ast.AST) -> bool:
+    """A stub function, or a class one of whose methods is a stub (but a method that is a contract name of its
+    own, as ``MiniGPT.generate``): as the grading child's stub rule reads them."""
+    if isinstance(node, ast.ClassDef):
+        methods = {name.split(".", 1)[1] for name in contract.by_name() if name.startswith(node.name + ".")}
+        return any(_is_stub_function(s) and s.name not in methods for s in node.body)
+    return _is_stub_function(node)
+
+
+def _cannot_compile(source: str, filename: str) -> bool:
+    """Whether this Python refuses ``source`` as a syntax error (then no import of it runs)."""
+    with _PARSE_LOCK:
+        try:
+            compile(source, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        except SyntaxError:
+            return True
+        except (ValueError, RecursionError, MemoryError, SystemError):
+            return False
+    return False
+
+
+def stub_components(root: Path, profile=None) -> set[str]:
+    """The components every name of which (:func:`_names_reached`) the files under ``root`` define only as stubs
+    (a function whose body only raises ``NotImplementedError``, a class whose ``forward`` does), never bound
+    otherwise (a re-export by a relative import of the same name aside). An honest grading child reports no pass
+    for a test that uses a stub (the stub rule, docs/grading.md): a pass claimed there is false (issue 45: the
+    handout's stub adapters with a forged report got 93.47). Empty where the reading cannot be sure."""
+    sources = _sources(root)
+    if sources is None:
+        return set()
+    defined: dict[str, list[bool]] = {}  # name -> for each binding, whether it is a stub definition
+    for filename, source in sources:
+        tree = parse(source, filename)
+        if tree is None and _cannot_compile(source, filename):
+            continue  # this Python cannot run it (the handout's conftest.py is 3.12 syntax): it binds nothing
+        if tree is None:
+            return set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id in _REBINDS or isinstance(node, ast.Attribute) \
+                    and node.attr in _REBINDS or isinstance(node, ast.Constant) and node.value in _REBINDS:
+                return set()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.setdefault(node.name, []).append(_stub_definition(node))
+            elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) or \
+                    isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+                defined.setdefault(getattr(node, "id", None) or node.attr, []).append(False)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    same = isinstance(node, ast.ImportFrom) and node.level > 0 and alias.asname in (None, alias.name)
+                    if not same:
+                        defined.setdefault(alias.asname or alias.name.split(".")[0], []).append(False)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                for name in node.names:
+                    defined.setdefault(name, []).append(False)
+            elif isinstance(node, ast.arg):
+                defined.setdefault(node.arg, []).append(False)
+    out = set()
+    for c in registry.components():
+        own = _names_reached(c, profile)
+        if own and all(defined.get(n) and all(defined[n]) for n in own):
             out.add(c.name)
     return out

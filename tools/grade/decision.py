@@ -144,7 +144,12 @@ def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path
                           output="" if passed else output, kind=kind.value))
     passed = {nodeid_of(t): t["tags"][0] for t in tests if t["status"] == "passed"}
     verdicts = rechecks.run_rechecks(ctx, target, sandbox, passed, jail)
-    tampered = apply_verdicts(tests, verdicts, absent.absent_components(sandbox / "sub", ctx.settings.profile_object()))
+    course = ctx.settings.profile_object()
+    nameless = {c: "whose names the submission's files do not define"
+                for c in absent.absent_components(sandbox / "sub", course)}
+    nameless |= {c: "whose code the submission's files define only as stubs (raising NotImplementedError)"
+                 for c in absent.stub_components(sandbox / "sub", course) if c not in nameless}
+    tampered = apply_verdicts(tests, verdicts, nameless)
     status, detail = status_of(run, last, tampered)
     if status == "ok" and verdicts.forbidden:
         status, detail = "forbidden-api", f"a forbidden API, {next(iter(verdicts.forbidden.values()))}"
@@ -184,10 +189,11 @@ UNCONFIRMED_MESSAGE = ("0 points: not confirmed; the report from inside the subm
                        "(see the status), so a pass counts only where the grader's own re-check confirms it")
 
 
-def apply_verdicts(tests: list[dict], v: rechecks.Verdicts, nameless: set[str] = frozenset()) -> dict[str, str]:
+def apply_verdicts(tests: list[dict], v: rechecks.Verdicts, nameless: dict[str, str] | set[str] = frozenset()
+                   ) -> dict[str, str]:
     """The claimed passes of ``tests`` that count, by the re-checks' verdicts ``v`` and the components
-    whose names the submission's files cannot define (``nameless``, :mod:`tools.grade.absent`);
-    returns the proof of tampering by component (empty: none).
+    no test of which an honest child reports passed (``nameless``: component -> why, :mod:`tools.grade.absent`:
+    its names undefined, or defined only as stubs); returns the proof of tampering by component (empty: none).
 
     Without proof every claimed pass counts but one whose own hidden twin fails (a hidden test
     that failed, neutral): so an honest submission gets what pytest gives it. With proof (a claim
@@ -197,10 +203,11 @@ def apply_verdicts(tests: list[dict], v: rechecks.Verdicts, nameless: set[str] =
     no failed or refuted one."""
     comp_of = {nodeid_of(t): t["tags"][0] for t in tests}
     refuted = {**v.forbidden, **v.refuted}
+    why_nameless = nameless if isinstance(nameless, dict) else {c: "whose names the submission's files do not define"
+                                                                 for c in nameless}
     for t in tests:
-        if t["status"] == "passed" and t["tags"][0] in nameless:
-            refuted.setdefault(nodeid_of(t), f"passes reported for '{t['tags'][0]}', whose names the submission's "
-                                             "files do not define")
+        if t["status"] == "passed" and t["tags"][0] in why_nameless:
+            refuted.setdefault(nodeid_of(t), f"passes reported for '{t['tags'][0]}', {why_nameless[t['tags'][0]]}")
     proof = v.proof or next(iter(refuted.values()), "")
     tampered: dict[str, str] = {}
     if v.forged:
