@@ -353,3 +353,25 @@ def test_restore_puts_a_removed_guard_back_without_a_use(tmp_path):
         assert guard.broken(seal) is None and guard.uses == []
     finally:
         guard.uninstall()
+
+
+def test_the_suites_own_formulas_are_not_the_submissions_to_call(tmp_path):
+    """Issue 45: adapters calling the grader's own formulas (``spec_tests.modern.formulas``) scored what the
+    formulas earn. The suite's packages are refused to the submission's code (imported lazily, as an adapter
+    does), whatever the rubric; the suite itself keeps using them (RMSNorm's other tests pass with its own code)."""
+    source = (REPO / "tests" / "independent" / "alt_modern.py").read_text()
+    old = "        root = torch.sqrt(xw.pow(2).mean(dim=-1, keepdim=True) + self.eps)\n" \
+          "        return (xw / root * self.weight.to(work)).to(x.dtype)\n"
+    assert old in source
+    cheat = tmp_path / "cheat.py"
+    cheat.write_text(source.replace(old, "        from spec_tests.modern.formulas import rms_norm\n"
+                                         "        return rms_norm(x, self.weight, self.eps)\n"))
+    out = tmp_path / "r.json"
+    pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(REPO), "--impl", str(cheat), "--track", "modern",
+                 "--grade-json", str(out), "properties/modern/test_rmsnorm_laws.py", "properties/modern/test_rotary_laws.py"])
+    results = json.loads(out.read_text())
+    rmsnorm = [t for t in results["tests"] if t["tags"] == ["rmsnorm"]]
+    rotary = [t for t in results["tests"] if t["tags"] == ["rotary"]]
+    assert rmsnorm and all(t["score"] == 0 for t in rmsnorm), [t["output"][:200] for t in rmsnorm]
+    assert any("forbidden API: the submission used `import spec_tests.modern.formulas`" in t["output"] for t in rmsnorm)
+    assert rotary and all(t["status"] == "passed" for t in rotary)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.adversarial import attacks
 from tests.profiles.repositories import cs336_repository, handout_repository
 from transformer_spec import profiles, rubric
 
@@ -129,15 +131,38 @@ def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_the
     from tools import grade
 
     folder = tmp_path / "class"
-    handout_repository(folder / "alice")
+    alice = handout_repository(folder / "alice")
+    (alice / "conftest.py").write_text("raise SystemExit('a repository conftest ran')\n")  # never loaded (issue 45)
     handout_repository(folder / "bob", KEEP_AS_BLOCKED)
+    os.mkfifo(folder / "bob" / "pipe")  # a special file: left out of the copy, said in the row
     (folder / "carol").mkdir()
     (folder / "carol" / "model.py").write_text("x = 1\n")
     handout_repository(folder / "dave", stubs=True)
     handout_repository(folder / "erin", metadata=False)
+    # issue 45: the handout's stubs with a forged report; a name that is a command; shapes that once stopped a class
+    forger = handout_repository(folder / "frank", stubs=True)
+    (forger / "tests" / "adapters.py").write_text((forger / "tests" / "adapters.py").read_text() + "\n"
+                                                  + attacks.FORGE_CHILD_REPORT_ANCHORS_FAIL)
+    handout_repository(folder / "$(id)", KEEP_AS_BLOCKED)
+    deep = handout_repository(folder / "deep") / "nest"
+    deep.mkdir()
+    os.makedirs(deep / "/".join(["d"] * 80))
+    with open(handout_repository(folder / "sparse") / "weights.bin", "wb") as f:
+        f.truncate(10 * 2**30)
+    for name in ("Honest_OK", "honest_ok"):  # ids that differ in case only: each keeps its own
+        (folder / name).mkdir()
     out = tmp_path / "out"
     assert grade.main([str(folder), "--out", str(out), "--profile", "cs336", "--jobs", "2", "--no-progress"]) == 0
     rows = {r[0]: r for r in list(csv.reader((out / "gradebook.csv").read_text().splitlines()))[1:]}
+    assert rows["frank"][1] == "tampering" and float(rows["frank"][2]) == 0, rows["frank"]
+    assert "only as stubs" in rows["frank"][-1]
+    assert rows["$(id)"][1:3] == rows["bob"][1:3], rows["$(id)"]
+    assert "Reproduce: pytest --impl '$(id)' --profile cs336 \"" in (out / "students" / "$(id)" / "results.json").read_text()
+    assert rows["deep"][1] == "no-submission" and "nested deeper than 64 levels" in rows["deep"][-1]
+    assert rows["sparse"][1] == "no-submission" and "larger than 50 MB" in rows["sparse"][-1]
+    assert str(tmp_path) not in (out / "gradebook.csv").read_text()
+    assert rows["Honest_OK"][1] == rows["honest_ok"][1] == "no-submission"
+    assert "special files (FIFOs, sockets, devices) left out of the copy: pipe" in rows["bob"][-1]
     for student, status, score in (("alice", "ok", 100.0), ("bob", "ok", None), ("dave", "ok", 0.0),
                                    ("erin", "import-error", 0.0)):
         batch = json.loads((out / "students" / student / "results.json").read_text())
@@ -166,6 +191,7 @@ def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_the
     assert "## attention (run_scaled_dot_product_attention): " in feedback, feedback
     assert "| gqa (run_multihead_self_attention, run_multihead_self_attention_with_rope) |" in feedback
     assert 'Reproduce: pytest --impl bob --profile cs336 "' in feedback
+    assert "tampering" not in rows["dave"][1]  # the honest untouched handout: no stub proof against it
     # a counterexample is the course's own call: the handout's keep mask, as the student's function got it
     assert "run_scaled_dot_product_attention(Q=tensor(" in feedback and "mask=tensor([[[ True, False" in feedback
     output = json.loads((out / "students" / "bob" / "results.json").read_text())["output"]
@@ -176,7 +202,7 @@ def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_the
     assert "mask_inverted" in (out / "report.html").read_text()  # counted in the class report
     gradebook = (out / "gradebook.csv").read_text()
     assert "carol,no-submission,0," in gradebook and "holds no tests/adapters.py" in gradebook
-    assert "tampering" not in gradebook
+    assert [r for r in rows.values() if r[1] == "tampering"] == [rows["frank"]]
 
 
 def test_the_class_grader_refuses_a_track_the_profile_does_not_grade(tmp_path, capsys):

@@ -36,7 +36,7 @@ def restore_imports():
     sys.path[:], sys.meta_path[:] = path, meta
     for name in set(sys.modules) - modules:
         del sys.modules[name]
-    repository._ACTIVE.clear()
+    repository.deactivate()
 
 
 def test_a_repository_reads_its_own_version_without_being_installed(tmp_path, restore_imports):

@@ -1,31 +1,28 @@
 """Forbidden APIs: detect, while the submission runs, that it calls what it should write itself.
 
-By default a submission may not use ``torch.nn.MultiheadAttention``,
-``torch.nn.functional.scaled_dot_product_attention``,
-``torch.nn.functional.multi_head_attention_forward``, the ``torch.nn.Transformer*`` layers, or
-import ``reference`` (the rubric's ``forbidden`` list changes this; see ``docs/grading.md``).
+By default a submission may not use ``torch.nn.MultiheadAttention``, torch's ``scaled_dot_product_attention``
+and ``multi_head_attention_forward``, the ``torch.nn.Transformer*`` layers, or import ``reference`` (the
+rubric's ``forbidden`` list changes this; ``docs/grading.md``); whatever the rubric, never the suite's own
+packages (:mod:`transformer_spec.forbidden_suite`).
 
-:class:`Guard` watches them in three layers; a use is recorded in ``uses`` and
-:class:`ForbiddenAPIError` is raised (recorded uses are kept even when the submission catches
-the exception, so the grading plugin fails the test in which they happened):
+:class:`Guard` watches them in three layers; a use is recorded in ``uses`` and :class:`ForbiddenAPIError` is
+raised (recorded uses are kept even when the submission catches it, so the plugin fails the test):
 
-* Python level: each forbidden function is replaced by a wrapper (and each forbidden class's
-  ``__init__`` wrapped). A frame of the submission's own files on the stack, or an object of a
-  class the submission defined, is a use named by the submission's line.
-* Operator level (:mod:`transformer_spec.forbidden_ops`): the aten operators behind the
-  attention APIs, whatever the route (``torch._C._nn``, ``torch.ops.aten``, a thread, code
-  compiled under another file name), in every thread.
-* A forbidden module (``reference``): importing it (``import``, ``importlib``, in any thread) is
-  refused, and so is opening its files by path (:mod:`transformer_spec.forbidden_files`).
+* Python level: each forbidden function is replaced by a wrapper (and each forbidden class's ``__init__``
+  wrapped). A frame of the submission's own files on the stack, or an object of a class the submission
+  defined, is a use named by the submission's line.
+* Operator level (:mod:`transformer_spec.forbidden_ops`): the aten operators behind the attention APIs,
+  whatever the route (``torch._C._nn``, ``torch.ops.aten``, a thread, code compiled under another name).
+* A forbidden module (``reference``): importing it (``import``, ``importlib``, in any thread) is refused, and
+  so is opening its files by path (:mod:`transformer_spec.forbidden_files`).
 
-While the guard is ``armed`` (the grading plugin disarms it for the tests it does not grade and
-for its diagnosis), the operator level, the attention APIs and the forbidden modules are refused
-whatever the call stack, except inside :func:`oracle`, where the suite computes its own expected
-values with torch (for the thread that entered it only). Other APIs a rubric forbids are
-refused when the submission's frame is on the stack. What :meth:`Guard.install` put in place is
-its :class:`Seal`, which the harness keeps where the submission does not look; :meth:`Guard.check_seal`
-after each test (and re-check) sees a guard removed from inside, charges the removal as a use and
-installs it again. Limits: see the two modules above and ``docs/grading.md``.
+While the guard is ``armed`` (disarmed for the tests the plugin does not grade and for its diagnosis), the
+operator level, the attention APIs and the forbidden modules are refused whatever the call stack, except
+inside :func:`oracle`, where the suite computes its own expected values (its thread only). Other APIs a rubric
+forbids are refused when the submission's frame is on the stack. What :meth:`Guard.install` put in place is its
+:class:`Seal`, kept where the submission does not look; :meth:`Guard.check_seal` after each test (and re-check)
+sees a guard removed from inside, charges the removal as a use and installs it again. Limits: the modules
+above and ``docs/grading.md``.
 """
 
 from __future__ import annotations
@@ -42,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from . import forbidden_files, forbidden_names, forbidden_ops, layout
+from . import forbidden_files, forbidden_names, forbidden_ops, forbidden_suite, layout
 from .files import relative
 from .loader import SubmissionError
 from .outcomes import Kind
@@ -64,6 +61,7 @@ DEFAULT_FORBIDDEN: tuple[str, ...] = (
 )
 
 _WHY = "the assignment asks you to write this part yourself"
+
 
 #: Refused whatever the call stack while the guard is armed (the suite's own uses are in oracle()).
 STRICT = frozenset(forbidden_ops.OPERATORS)
@@ -102,9 +100,8 @@ class Use:
 
 
 class Seal:
-    """What :meth:`Guard.install` put in place, kept by the harness that installed it: the watches
-    and the import finder, by identity. :meth:`Guard.broken` compares the process with it, so a
-    guard uninstalled and installed again (new watches) is seen as well as one uninstalled."""
+    """What :meth:`Guard.install` put in place (the watches, the import finder, by identity), kept by the harness:
+    :meth:`Guard.broken` compares the process with it, seeing a guard uninstalled, or installed again."""
 
     def __init__(self, ops, files, finder, modules: tuple[str, ...]):
         self.ops, self.files, self.finder, self.modules = ops, files, finder, modules
@@ -114,12 +111,8 @@ class Seal:
 
 
 class Guard:
-    """Wraps the forbidden APIs for as long as it is installed.
-
-    ``paths`` is a list (or a callable returning a list, read on each check) of the
-    submission's files and folders. ``uses`` collects every detected use; the caller clears it
-    between tests.
-    """
+    """Wraps the forbidden APIs for as long as it is installed. ``paths``: a list (or a callable returning one,
+    read on each check) of the submission's files and folders; ``uses``: every use seen (cleared between tests)."""
 
     def __init__(self, apis: Iterable[str] = DEFAULT_FORBIDDEN,
                  paths: Iterable[Path] | Callable[[], Iterable[Path]] = ()):
@@ -203,6 +196,7 @@ class Guard:
                 self._wrap_function(api, owner, attr, obj)
             else:
                 raise ValueError(f"forbidden API {api!r} is neither a module, a class nor a function")
+        modules += [m for m in forbidden_suite.SUITE_MODULES if m not in modules]
         self._modules = tuple(modules)
         ops = forbidden_ops.watch(self.apis, self._on_operator, lambda: self.armed)
         self._undo.append(lambda: forbidden_ops.unwatch(ops))
@@ -214,11 +208,11 @@ class Guard:
             sys.meta_path.insert(0, finder)
             self._undo.append(lambda: sys.meta_path.remove(finder) if finder in sys.meta_path else None)
         self.seal = Seal(ops, files, finder, self._modules)
-        # The finder sees every first import of a forbidden module. Only one that is imported
-        # already (and is not the submission itself) needs the __import__ hook too, which is
-        # kept out otherwise: a Python-level __import__ takes CPython off its fast path for
-        # every import statement, torch's and hypothesis's lazy imports included (~10% of a run).
-        if any(m in sys.modules and not self._module_is_submission(m) for m in modules):
+        # The finder sees every first import of a forbidden module. Only one imported already (not the submission,
+        # nor the suite's own, guarded by protect_suite) needs the __import__ hook too, kept out otherwise: a
+        # Python-level __import__ slows every import statement, torch's lazy ones included (12 % of a graded run).
+        if any(m in sys.modules and not self._module_is_submission(m) and not self._is_grader_module(m)
+               for m in modules):
             original_import = builtins.__import__
             guard = self
 
@@ -314,6 +308,23 @@ class Guard:
         else:
             self._undo.append(lambda: setattr(cls, "__init__", original))
 
+    def protect_suite(self) -> None:  # the collection is over: the suite's modules, out of reach (forbidden_suite)
+        self._undo.append(forbidden_suite.protect(self))
+
+    def caller_in_submission(self):  # the submission's innermost frame under the caller's caller (busy: None)
+        return None if getattr(self._local, "busy", False) else self._submission_frame(depth=3)
+
+    def refuse_import(self, module: str, frame) -> None:
+        """Record the import of ``module`` by the submission's code at ``frame`` and raise it."""
+        self._local.busy = True
+        try:
+            use = self._record(f"import {module}", frame)
+        finally:
+            self._local.busy = False
+        raise ForbiddenImport(use.message)
+
+    _is_grader_module = staticmethod(forbidden_suite.is_suite_module)
+
     def _is_forbidden_module(self, name: str) -> bool:
         return any(name == m or name.startswith(m + ".") for m in self._modules)
 
@@ -321,17 +332,16 @@ class Guard:
         if getattr(self._local, "busy", False):
             return
         self._local.busy = True
-        try:
+        try:  # finding a module may import: the guard is busy meanwhile
             frame = self._submission_frame(depth=3)
-            if frame is None and not self._strict():
-                return
-            # The reference importing its own modules is not a use (when it is the submission).
-            if self._module_is_submission(name):
-                return
-            use = self._record(f"import {name}", frame)
+            # the suite's own modules only from the submission's code; the reference importing itself (when it is
+            # the submission) is no use
+            allowed = frame is None and (not self._strict() or self._is_grader_module(name)) \
+                or self._module_is_submission(name)
         finally:
             self._local.busy = False
-        raise ForbiddenImport(use.message)
+        if not allowed:
+            self.refuse_import(name, frame)
 
     def _on_operator(self, api: str, operator: str) -> None:
         """A forbidden aten operator was called (from :mod:`.forbidden_ops`, in any thread)."""
@@ -341,9 +351,12 @@ class Guard:
     def _on_file(self, path: str) -> None:
         """A file of a forbidden module was opened by path (from :mod:`.forbidden_files`)."""
         module = next(m for root, m in self._roots.items() if path == root or path.startswith(root + os.sep))
+        frame = self._submission_frame()
+        if frame is None and self._is_grader_module(module):
+            return  # the suite reading its own files (a traceback's lines, hypothesis's source)
         if os.sep + "__pycache__" + os.sep in path and path.endswith(f".{sys.implementation.cache_tag}.pyc"):
             path = importlib.util.source_from_cache(path)  # the source file it was compiled from
-        use = self._record(module, self._submission_frame(), via=f" (its file {relative(path)}, opened by path)")
+        use = self._record(module, frame, via=f" (its file {relative(path)}, opened by path)")
         raise ForbiddenImport(use.message)
 
     def _module_roots(self, modules: Iterable[str]) -> list[str]:

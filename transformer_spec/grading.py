@@ -228,6 +228,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     run = grading_run(session.config)
     if run is not None:
         run.collected = True
+        guard = under_test(session.config).guard
+        if guard is not None:  # the suite's own packages are imported now: out of the submission's reach
+            guard.protect_suite()
         _publish(session.config, run, final=False)
 
 

@@ -187,6 +187,14 @@ def activate(root: str | Path) -> Repository:
     return repo
 
 
+def deactivate() -> None:
+    """Forget the repository :func:`activate` made importable (its finder; its modules stay imported)."""
+    while _ACTIVE:
+        finder = _ACTIVE.pop()
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+
+
 def active() -> Repository | None:
     """The repository :func:`activate` made importable in this process, or None."""
     return _ACTIVE[-1].repo if _ACTIVE else None
