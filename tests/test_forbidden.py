@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.util
 import json
 import runpy
@@ -375,3 +376,34 @@ def test_the_suites_own_formulas_are_not_the_submissions_to_call(tmp_path):
     assert rmsnorm and all(t["score"] == 0 for t in rmsnorm), [t["output"][:200] for t in rmsnorm]
     assert any("forbidden API: the submission used `import spec_tests.modern.formulas`" in t["output"] for t in rmsnorm)
     assert rotary and all(t["status"] == "passed" for t in rotary)
+
+
+def test_a_stand_in_gives_metadata_freely_and_no_answers_through_its_dict():
+    """``inspect.getmodule`` (run by ``torch.library`` when a torch module loads lazily under the submission's
+    call) reads ``__file__`` of every module in ``sys.modules``: metadata, no use. An answer is refused, and the
+    stand-in's ``__dict__`` holds none."""
+    from transformer_spec import forbidden_suite
+
+    class Refusing:
+        refused: list = []
+
+        def caller_in_submission(self):
+            return "frame"
+
+        def refuse_import(self, module, frame):
+            self.refused.append(module)
+            raise ImportError(module)
+
+    formulas = importlib.import_module(forbidden_suite.SUITE_MODULES[0] + ".modern.formulas")
+    guard = Refusing()
+    undo = forbidden_suite.protect(guard)
+    try:
+        stand = sys.modules[formulas.__name__]
+        assert stand is not formulas and stand.__file__ == formulas.__file__ and guard.refused == []
+        assert "rms_norm" not in stand.__dict__
+        with pytest.raises(ImportError):
+            stand.rms_norm
+        assert guard.refused == [formulas.__name__]
+    finally:
+        undo()
+    assert sys.modules[formulas.__name__] is formulas

@@ -26,38 +26,46 @@ def is_suite_module(name: str) -> bool:
     return any(name == m or name.startswith(m + ".") for m in SUITE_MODULES)
 
 
-class _Stand(ModuleType):
+class _SuiteModule(ModuleType):
+    """The type of every stand-in (each is of its own subclass, closing over its real module)."""
+
+
+def _stand_in(real: ModuleType, guard) -> ModuleType:
     """A module of the suite as ``sys.modules`` shows it: its attributes for the suite, a forbidden import for the
-    submission's code."""
+    submission's code. Its dunder attributes (``__file__``, ``__spec__``: what ``inspect`` and ``torch.library``
+    read of every module in ``sys.modules``) are metadata, not answers, and read freely; its ``__dict__`` is its
+    own, empty one. The real module is held in a closure, not in an attribute one could name."""
 
-    def __init__(self, real: ModuleType, guard):
-        super().__init__(real.__name__, real.__doc__)
-        object.__setattr__(self, "_ts_real", real)
-        object.__setattr__(self, "_ts_guard", guard)
+    class Stand(_SuiteModule):
+        def __getattribute__(self, name):
+            if name in ("__class__", "__dict__"):
+                return object.__getattribute__(self, name)
+            if not (name.startswith("__") and name.endswith("__")):
+                frame = guard.caller_in_submission()
+                if frame is not None:
+                    guard.refuse_import(real.__name__, frame)
+            return getattr(real, name)
 
-    def __getattribute__(self, name):
-        if name in ("_ts_real", "_ts_guard", "__class__", "__dict__"):
-            return object.__getattribute__(self, name)
-        real, guard = object.__getattribute__(self, "_ts_real"), object.__getattribute__(self, "_ts_guard")
-        frame = guard.caller_in_submission()
-        if frame is not None:
-            guard.refuse_import(real.__name__, frame)
-        return getattr(real, name)
+        def __setattr__(self, name, value):
+            setattr(real, name, value)
 
-    def __setattr__(self, name, value):
-        setattr(object.__getattribute__(self, "_ts_real"), name, value)
+    return Stand(real.__name__, real.__doc__)
+
+
+def _is_stand_in(module) -> bool:
+    return isinstance(module, _SuiteModule)
 
 
 def protect(guard) -> callable:
     """Stand-ins for every module of the suite imported now; returns what puts the real ones back."""
-    real = {n: m for n, m in list(sys.modules.items()) if isinstance(m, ModuleType) and not isinstance(m, _Stand)
+    real = {n: m for n, m in list(sys.modules.items()) if isinstance(m, ModuleType) and not _is_stand_in(m)
             and is_suite_module(n)}
     for name, module in real.items():
-        sys.modules[name] = _Stand(module, guard)
+        sys.modules[name] = _stand_in(module, guard)
 
     def undo():
         for name, module in real.items():
-            if isinstance(sys.modules.get(name), _Stand):
+            if _is_stand_in(sys.modules.get(name)):
                 sys.modules[name] = module
 
     return undo
