@@ -380,8 +380,9 @@ def test_the_suites_own_formulas_are_not_the_submissions_to_call(tmp_path):
 
 def test_a_stand_in_gives_metadata_freely_and_no_answers_through_its_dict():
     """``inspect.getmodule`` (run by ``torch.library`` when a torch module loads lazily under the submission's
-    call) reads ``__file__`` of every module in ``sys.modules``: metadata, no use. An answer is refused, and the
-    stand-in's ``__dict__`` holds none."""
+    call) reads ``__file__`` of every module in ``sys.modules``: metadata, no use. An answer is refused, so is
+    a write (the attack corpus's ``edit_tests`` replaces ``assert_close``), and the stand-in's ``__dict__`` holds
+    none."""
     from transformer_spec import forbidden_suite
 
     class Refusing:
@@ -404,6 +405,12 @@ def test_a_stand_in_gives_metadata_freely_and_no_answers_through_its_dict():
         with pytest.raises(ImportError):
             stand.rms_norm
         assert guard.refused == [formulas.__name__]
+        real_rms_norm = formulas.rms_norm
+        with pytest.raises(ImportError):  # a write (a law's helper replaced) is refused too, the real one kept
+            stand.rms_norm = None
+        with pytest.raises(ImportError):
+            del stand.rms_norm
+        assert formulas.rms_norm is real_rms_norm and guard.refused == [formulas.__name__] * 3
     finally:
         undo()
     assert sys.modules[formulas.__name__] is formulas

@@ -73,7 +73,7 @@ STUDENTS = ["correct", "buggy", "syntax_error", "import_loop", "forward_loop", "
             "equal_to_anything", "alt_module", "alt_notebook",
             # names and messages that attack the outputs (tests/adversarial/names.py), by the ids they must get
             "text_surrogate_forward", "text_surrogate_import", "text_fence", "=2+5", "caf\\xe9", "a$^$b",
-            "bob\\x0d0,0,0\\x0dmallory", "\\x1b]0;owned\\x07\\x1b[2Keve", "carol.py", "carol", "caf\\xe9.py",
+            "bob\\x0d0,0,0\\x0dmallory", "\\x1b]0;owned\\x07\\x1b[2Keve", "carol.py", "carol", "café",
             "cafe\\u0301.py", "UPPER.PY", "bob.py.txt", ".x.py", "__x.py", "dangling.py", "link_to_carol.py", "fifo"]
 
 

@@ -31,11 +31,31 @@ def _deep(root: Path, depth: int) -> Path:
     return root
 
 
+def _remove_deep(root: Path, depth: int) -> None:
+    """Remove what :func:`_deep` made, bottom up without recursion: pytest's own clean-up of old temporary
+    folders recurses and would stop a later run with a RecursionError."""
+    bottom = root / "/".join(["d"] * depth)
+    (bottom / "x.py").unlink()
+    for level in range(depth, -1, -1):
+        here = root / "/".join(["d"] * level) if level else root
+        for child in here.iterdir():
+            if child.name != "d":
+                child.unlink()
+        here.rmdir()
+
+
 def test_a_folder_nested_1200_levels_is_refused_with_a_reason_not_a_recursion_error(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     student = tmp_path / "class" / "deep"
     student.parent.mkdir()
     _deep(student, 1200)
+    try:
+        _check_deep(student, tmp_path)
+    finally:
+        _remove_deep(student, 1200)
+
+
+def _check_deep(student: Path, tmp_path: Path) -> None:
     (student / "__init__.py").write_text("x = 1\n")
     found = tree.scan(student)
     assert found.problem == f"its folders are nested deeper than {tree.MAX_DEPTH} levels"

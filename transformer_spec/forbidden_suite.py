@@ -6,7 +6,7 @@ scored what the formulas earn). The import guard's finder sees only first import
 ``__import__`` hook would slow every import statement of the run (12 %). So, once the collection is over,
 :func:`protect` puts a stand-in for each of those modules in ``sys.modules``: every import of them (``from
 spec_tests.modern.formulas import rms_norm``, ``importlib.import_module``, a package's attribute) goes through
-it, and an attribute read with the submission's own code on the stack is a forbidden use (the suite's own
+it, and an attribute read or written with the submission's own code on the stack is a forbidden use (the suite's own
 frames read freely). The suite's test modules keep the real modules they imported.
 """
 
@@ -46,8 +46,17 @@ def _stand_in(real: ModuleType, guard) -> ModuleType:
                     guard.refuse_import(real.__name__, frame)
             return getattr(real, name)
 
-        def __setattr__(self, name, value):
+        def __setattr__(self, name, value):  # a write from the submission's code: the same forbidden use
+            frame = guard.caller_in_submission()
+            if frame is not None:
+                guard.refuse_import(real.__name__, frame)
             setattr(real, name, value)
+
+        def __delattr__(self, name):
+            frame = guard.caller_in_submission()
+            if frame is not None:
+                guard.refuse_import(real.__name__, frame)
+            delattr(real, name)
 
     return Stand(real.__name__, real.__doc__)
 

@@ -90,7 +90,9 @@ def build(dest: Path) -> dict[str, Expect]:
     patched_package(dest, "patch_harness", [SCALE], prepend=hostile.PATCH_HARNESS)
     ex["patch_harness"] = Expect("tampering", "buggy", zero=("mha", "encoder", "decoder"))
     patched_package(dest, "edit_tests", [SCALE], prepend=hostile.EDIT_TESTS)
-    ex["edit_tests"] = Expect("tampering", "buggy", zero=("mha", "encoder", "decoder"))
+    # Its write into the suite's modules (assert_close replaced, at import) is the suite reached: refused, the
+    # forbidden use recorded where it happened (module level: every test), as delegate_reference.
+    ex["edit_tests"] = Expect("forbidden-api", "zero")
     patched_package(dest, "delete_tests", [SCALE], prepend=hostile.DELETE_TESTS)
     # The test files were collected before the submission is imported: deleting them changes nothing.
     ex["delete_tests"] = Expect("ok", "buggy")

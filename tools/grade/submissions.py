@@ -105,11 +105,14 @@ def _unique(entries: list[Entry], paths: list[Path], casefold: bool = False) -> 
         if len(owners) == 1:
             members = [i for i in members if i != owners[0]]
             taken = _key(entries[owners[0]].student, casefold)
-            for i in members:
+            for i in members:  # the whole name; a look-alike (not canonical text) or a collision: its escape
                 name = file_name(paths[i].name)
-                if _key(name, casefold) == taken or any(_key(name, casefold) == _key(entries[j].student, casefold)
-                                                        for j in members if j != i):
-                    name = ascii(paths[i].name)[1:-1] + f"~{members.index(i) + 2}"
+                clash = lambda n, i=i: _key(n, casefold) == taken or any(  # noqa: E731
+                    _key(n, casefold) == _key(entries[j].student, casefold) for j in members if j != i)
+                if unicodedata.normalize("NFC", name) != name or clash(name):
+                    name = ascii(paths[i].name)[1:-1]
+                if clash(name):
+                    name += f"~{members.index(i) + 2}"
                 entries[i].student = name
                 entries[i].note = (f"id {name!r}: its name collides with the id {entries[owners[0]].student!r} of "
                                    "another entry, which keeps it")
@@ -150,7 +153,9 @@ def discover(submissions: Path, adapter: str | None = None, casefold: bool = Fal
 
 
 def ignores_case(folder: Path) -> bool:
-    """Whether the disk of ``folder`` (created if need be) takes names that differ in case for one name."""
+    """Whether the disk of ``folder`` takes names that differ in case for one name (probed inside it: the
+    folders made for the probe are removed again, so a grading that stops early leaves nothing behind)."""
+    made = [p for p in (folder, *folder.parents) if not p.exists()]
     folder.mkdir(parents=True, exist_ok=True)
     probe = folder / ".case-probe-a"
     try:
@@ -158,6 +163,8 @@ def ignores_case(folder: Path) -> bool:
         return (folder / ".case-probe-A").exists()
     finally:
         probe.unlink(missing_ok=True)
+        for p in made:  # innermost first
+            p.rmdir()
 
 
 def shard_of(student: str, n: int) -> int:
