@@ -204,3 +204,130 @@ def test_components_defined_only_as_stubs_are_read_from_the_source(tmp_path):
     assert absent.stub_components(REFERENCE_DIR) == set()
     assert absent.stub_components(ROOT / "tests" / "independent" / "alt_submission.py") == set()
     assert absent.stub_components(ROOT / "tests" / "independent" / "alt_modern.py") == set()
+
+
+_LOADED_STUBS = """
+import json, sys
+from transformer_spec import files, loader, profiles, stubs, tracks
+target, track, course = sys.argv[1:4]
+profile = profiles.get(course) if course != "-" else None
+tracks.use(profile.track if profile else track)
+if profile:
+    profiles.use(profile)
+sub = loader.load(target, profile=profile)
+assert sub.error is None, sub.error
+print(json.dumps(sorted(stubs.loaded_stub_names(sub, [str(p) for p in files.submission_paths(target)], profile))))
+"""
+
+
+def _loaded_stubs(target: Path, track: str = "classic", course: str = "-") -> set[str]:
+    """The names that are stubs as ``target`` is loaded (in a process of its own: a repository is loaded once)."""
+    run = subprocess.run([sys.executable, "-c", _LOADED_STUBS, str(target), track, course], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return set(json.loads(run.stdout.strip().splitlines()[-1]))
+
+
+def test_stubs_hidden_from_the_reading_are_found_in_the_code_as_loaded(tmp_path):
+    """Issue 45: one ``vars()`` call made the reading give up, and the handout's stubs with a forged report kept
+    93.47. The re-check child reads the functions the tests reach as the submission loads them (their own code
+    objects, never what a ``__wrapped__`` points to): the stubs are found whatever the source says, a name bound to
+    real code at load time is not, and correct code has none."""
+    from tests.profiles.repositories import handout_repository
+    from transformer_spec import profiles
+
+    cs336 = profiles.get("cs336")
+    every = {n for names in cs336.functions.values() for n in names}
+    stubs = handout_repository(tmp_path / "stubs", stubs=True)
+    adapters = stubs / "tests" / "adapters.py"
+    text = adapters.read_text()
+    adapters.write_text(text + "\nvars()\n")
+    assert absent.stub_components(stubs, cs336) == set() and not absent.stubs_read_for_sure(stubs)
+    assert _loaded_stubs(stubs, course="cs336") == every
+    assert absent.components_of_stubs(every, cs336) == set(cs336.functions)
+    # bound to real code at load time, through vars(): no longer a stub, its component no proof
+    adapters.write_text(text + "\nvars()['run_softmax'] = lambda x, dim: x.softmax(dim)\n")
+    found = _loaded_stubs(stubs, course="cs336")
+    assert found == every - {"run_softmax"}
+    assert "softmax" not in absent.components_of_stubs(found, cs336)
+    # a wrapper whose __wrapped__ is a stub may call other code: not read as one
+    adapters.write_text(text + "\nimport functools\n_stub = run_softmax\n"
+                               "@functools.wraps(_stub)\ndef run_softmax(x, dim):\n    return x.softmax(dim)\n")
+    assert "run_softmax" not in _loaded_stubs(stubs, course="cs336")
+    real = handout_repository(tmp_path / "real")
+    assert _loaded_stubs(real, course="cs336") == set()
+    subprocess.run([sys.executable, "-m", "tools.release", "--out", str(tmp_path / "kit"), "--track", "modern"],
+                   cwd=ROOT, check=True, capture_output=True)
+    kit = tmp_path / "kit" / "my_transformer"
+    (kit / "__init__.py").write_text((kit / "__init__.py").read_text() + "\nvars()\n")
+    assert absent.components_of_stubs(_loaded_stubs(kit, "modern"), None) >= {"rmsnorm", "gqa", "minillama"}
+    assert _loaded_stubs(ROOT / "tests" / "independent" / "alt_modern.py", "modern") == set()
+    assert _loaded_stubs(REFERENCE_DIR) == set()
+
+
+def test_a_forger_on_stubs_hidden_from_the_reading_gets_nothing(tmp_path):
+    """Issue 45's attacks 1 and 2, through ``tools.grade single``: the handout's stub adapters (under ``--profile
+    cs336``) and the modern starter kit (``--track modern``), each with the report forger of the attack corpus and
+    one ``vars()`` call, claimed 93.47 and 92.95. The stubs as loaded prove the claims false: ``tampering``, 0."""
+    from tests.adversarial import attacks
+    from tests.profiles.repositories import handout_repository
+
+    forger = handout_repository(tmp_path / "cs336" / "frank", stubs=True)
+    adapters = forger / "tests" / "adapters.py"
+    adapters.write_text(adapters.read_text() + "\nvars()\n" + attacks.FORGE_CHILD_REPORT_ANCHORS_FAIL)
+    subprocess.run([sys.executable, "-m", "tools.release", "--out", str(tmp_path / "kit"), "--track", "modern"],
+                   cwd=ROOT, check=True, capture_output=True)
+    kit = tmp_path / "kit" / "my_transformer"
+    (kit / "__init__.py").write_text((kit / "__init__.py").read_text() + "\nvars()\n"
+                                     + attacks.FORGE_CHILD_REPORT_ANCHORS_FAIL)
+    for target, options in ((forger, ["--profile", "cs336"]), (kit, ["--track", "modern"])):
+        out = tmp_path / f"{target.name}.json"
+        run = subprocess.run([sys.executable, "-m", "tools.grade", "single", str(target), "--results-json", str(out),
+                              *options], cwd=ROOT, capture_output=True, text=True, timeout=900)
+        results = json.loads(out.read_text())
+        assert results["score"] == 0, (options, results["output"][:1500], run.stderr[-1500:])
+        assert "tampering" in results["output"] and "as the submission loads it" in results["output"], \
+            results["output"][:1500]
+
+
+_SPY = '''
+import functools as _ts_f, os as _ts_o
+def _ts_spy(fn):
+    @_ts_f.wraps(fn)
+    def call(*args, **kwargs):
+        with open({log!r}, "a") as f:
+            f.write(_ts_o.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0] + "\\t" + fn.__name__ + "\\n")
+        return fn(*args, **kwargs)
+    return call
+for _ts_n in [n for n in list(globals()) if (n.startswith("run_") or n == "get_adamw_cls")]:
+    globals()[_ts_n] = _ts_spy(globals()[_ts_n])
+'''
+
+
+def test_under_the_profile_every_test_of_a_component_calls_its_functions(tmp_path):
+    """What makes the stub proof a proof under a course profile: a test reaches a component's code only through
+    its functions (CS336's adapters), so when every one of them is a stub, no test of the component can pass (the
+    stub rule). Shown on a correct repository whose adapters log each call with the test that made it: every
+    graded test calls one of its own component's functions."""
+    from tests.profiles.repositories import handout_repository
+    from transformer_spec import profiles
+    from transformer_spec.results_file import nodeid_of
+
+    cs336 = profiles.get("cs336")
+    repo = handout_repository(tmp_path / "repo")
+    log = tmp_path / "calls.tsv"
+    adapters = repo / "tests" / "adapters.py"
+    adapters.write_text(adapters.read_text() + _SPY.format(log=str(log)))
+    out = tmp_path / "grade.json"
+    subprocess.run([sys.executable, "-m", "pytest", "spec_tests", "properties", "-q", "-p", "no:cacheprovider",
+                    "--profile", "cs336", "--impl", str(repo), "--grade-json", str(out)], cwd=ROOT,
+                   capture_output=True, timeout=1200)
+    called: dict[str, set[str]] = {}
+    for line in log.read_text().splitlines():
+        test, function = line.split("\t")
+        called.setdefault(test, set()).add(function)
+    tests = json.loads(out.read_text())["tests"]
+    assert tests and all(t["status"] == "passed" for t in tests), "the correct repository must pass everything"
+    silent = [f"{nodeid_of(t)} ({t['tags'][0]}: calls {sorted(called.get(nodeid_of(t), ()))})" for t in tests
+              if not called.get(nodeid_of(t), set()) & set(cs336.functions.get(t["tags"][0], ()))]
+    assert not silent, f"{len(silent)} test(s) pass without calling their component's functions: {silent[:5]}"

@@ -102,6 +102,8 @@ class Submission:
         self.error_kind = error_kind if error_kind is not None or error is None else Kind.IMPORT
         #: called with every name looked up (the grading plugin records which names a test uses)
         self.watchers: list[Callable[[str], None]] = []
+        #: under a course profile, the course's own module as loaded (its adapter file), before ``build``
+        self.course: ModuleType | None = None
 
     @property
     def origin(self) -> str:
@@ -282,6 +284,7 @@ def load(target: str | None = None, *, require_contract: bool = False, profile=N
     except BaseException as exc:  # noqa: BLE001 - whatever a submission raises is reported, not propagated
         return Submission(target, None, describe_import_failure(target, exc), how_to_fix(target, exc),
                           kind_of_import_failure(exc))
+    course = module
     if profile is not None and profile.build is not None:  # the course's names, mapped onto the contract's
         try:
             module = profile.build(module)
@@ -297,7 +300,9 @@ def load(target: str | None = None, *, require_contract: bool = False, profile=N
             f"{len(top_level)} in all): {where} is empty or not the submission",
             "point --impl at the file or package folder that defines them (docs/contract.md lists every name); "
             "a package folder must import them in its __init__.py")
-    return Submission(target, module, None)
+    sub = Submission(target, module, None)
+    sub.course = course if module is not course else None
+    return sub
 
 
 def _load_through(profile, target: str) -> Submission:
@@ -323,4 +328,6 @@ def _load_through(profile, target: str) -> Submission:
     except BaseException as exc:  # noqa: BLE001 - reported, as for any submission
         return Submission(target, None, describe_import_failure(str(adapter), exc), how_to_fix(str(adapter), exc),
                           kind_of_import_failure(exc))
-    return Submission(target, profile.build(api), None)
+    sub = Submission(target, profile.build(api), None)
+    sub.course = api
+    return sub

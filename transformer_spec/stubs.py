@@ -20,9 +20,15 @@ from . import contract, failures, loader
 
 def _always_raises_not_implemented(func) -> bool:
     """Whether ``func``'s body reaches ``raise NotImplementedError`` unconditionally (a stub)."""
+    return _source_raises_first(func)
+
+
+def _source_raises_first(source_of) -> bool:
+    """Whether the first ``def`` of ``inspect.getsource(source_of)`` reaches ``raise NotImplementedError``
+    before any ``return`` among its own statements."""
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
+        tree = ast.parse(textwrap.dedent(inspect.getsource(source_of)))
+    except (OSError, TypeError, SyntaxError, IndentationError, ValueError, RecursionError, MemoryError):
         return False
     defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if not defs:
@@ -83,4 +89,49 @@ def stubs_raised(exc: BaseException, uses: Iterable[str], paths: list[str]) -> s
             found.add(name)
         elif raised_in == name:
             found.add(name)
+    return found
+
+
+def _own_code_is_a_stub(func, own) -> bool:
+    """Whether ``func`` is itself, as loaded, a function of the submission's files whose own code is a stub:
+    its ``__code__`` read, never what a ``__wrapped__`` points to (a wrapper may call other code)."""
+    code = getattr(func, "__code__", None)
+    return inspect.isfunction(func) and "__wrapped__" not in vars(func) and code is not None and own(func) \
+        and _source_raises_first(code)
+
+
+def loaded_stub_names(sub: loader.Submission, paths: list[str], profile=None) -> set[str]:
+    """The names through which the grade reaches the submission that are stubs as the submission is
+    loaded (issue 45: the source can hide what a module binds, through ``vars()`` or ``exec``; the objects
+    the tests call cannot): under a course profile whose functions are known (``Profile.functions``), those
+    of its course's module (``sub.course``: CS336's adapter functions) that are stub functions; else the
+    contract's names that :func:`static_stubs` finds, read from the code objects themselves. A name the tests
+    reach only through a stub earns nothing in the grading child (the stub rule), so every claimed pass of a
+    component all of whose names are here is false (``tools.grade``'s proof)."""
+    def own(obj) -> bool:
+        filename = getattr(getattr(obj, "__code__", None), "co_filename", None)
+        return bool(filename) and any(str(filename).startswith(p) for p in paths)
+
+    course = getattr(sub, "course", None)
+    if profile is not None and profile.build is not None:
+        if course is None:
+            return set()
+        wanted = {n for names in profile.functions.values() for n in names}
+        return {n for n in wanted if _own_code_is_a_stub(inspect.getattr_static(course, n, None), own)}
+    known = contract.by_name()
+    found = set()
+    for entry in known.values():
+        if "." in entry.name:
+            continue
+        try:
+            obj = sub.resolve(entry.name)
+        except loader.SubmissionError:
+            continue
+        if isinstance(obj, type):
+            funcs = [value for klass in obj.__mro__ if klass is not object
+                     for attr, value in vars(klass).items() if f"{entry.name}.{attr}" not in known]
+            if any(_own_code_is_a_stub(f, own) for f in funcs):
+                found.add(entry.name)
+        elif _own_code_is_a_stub(obj, own):
+            found.add(entry.name)
     return found

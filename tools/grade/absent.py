@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 from transformer_spec import contract, notebooks, registry
@@ -192,21 +193,45 @@ def stub_components(root: Path, profile=None) -> set[str]:
     (a function whose body only raises ``NotImplementedError``, a class whose ``forward`` does), never bound
     otherwise (a re-export by a relative import of the same name aside). An honest grading child reports no pass
     for a test that uses a stub (the stub rule, docs/grading.md): a pass claimed there is false (issue 45: the
-    handout's stub adapters with a forged report got 93.47). Empty where the reading cannot be sure."""
+    handout's stub adapters with a forged report got 93.47). Empty where the reading cannot be sure
+    (:func:`stubs_read_for_sure`; the grader then asks the re-check child, :func:`components_of_stubs`)."""
+    defined = _stub_bindings(root)
+    if defined is None:
+        return set()
+    return {c.name for c in registry.components()
+            if (own := _names_reached(c, profile)) and all(defined.get(n) and all(defined[n]) for n in own)}
+
+
+def stubs_read_for_sure(root: Path) -> bool:
+    """Whether the files under ``root`` say every binding of a name (no ``vars()``, ``exec``, ``setattr``, ...):
+    where they do not, only the loaded code can show a stub."""
+    return _stub_bindings(root) is not None
+
+
+def components_of_stubs(stub_names: Iterable[str], profile=None) -> set[str]:
+    """The components every name of which (:func:`_names_reached`) is in ``stub_names`` (the names that are stubs
+    as the submission is loaded, :func:`transformer_spec.stubs.loaded_stub_names`)."""
+    found = set(stub_names)
+    return {c.name for c in registry.components() if (own := _names_reached(c, profile)) and set(own) <= found}
+
+
+def _stub_bindings(root: Path) -> dict[str, list[bool]] | None:
+    """Every name the files under ``root`` bind -> for each binding, whether it is a stub definition; None where
+    the reading cannot be sure."""
     sources = _sources(root)
     if sources is None:
-        return set()
+        return None
     defined: dict[str, list[bool]] = {}  # name -> for each binding, whether it is a stub definition
     for filename, source in sources:
         tree = parse(source, filename)
         if tree is None and _cannot_compile(source, filename):
             continue  # this Python cannot run it (the handout's conftest.py is 3.12 syntax): it binds nothing
         if tree is None:
-            return set()
+            return None
         for node in ast.walk(tree):
             if isinstance(node, ast.Name) and node.id in _REBINDS or isinstance(node, ast.Attribute) \
                     and node.attr in _REBINDS or isinstance(node, ast.Constant) and node.value in _REBINDS:
-                return set()
+                return None
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 defined.setdefault(node.name, []).append(_stub_definition(node))
             elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) or \
@@ -222,9 +247,4 @@ def stub_components(root: Path, profile=None) -> set[str]:
                     defined.setdefault(name, []).append(False)
             elif isinstance(node, ast.arg):
                 defined.setdefault(node.arg, []).append(False)
-    out = set()
-    for c in registry.components():
-        own = _names_reached(c, profile)
-        if own and all(defined.get(n) and all(defined[n]) for n in own):
-            out.add(c.name)
-    return out
+    return defined

@@ -60,8 +60,8 @@ def launcher_args(tier: str, uid: int | None, mem: int, fsize: int, parent: int)
     return [tier, str(-1 if uid is None else uid), str(mem), str(fsize), str(parent), str(NPROC)]
 
 
-#: the messages a child may send: the run report, and the re-check child's answers
-KINDS = frozenset({outcomes.REPORT, "recheck", "recheck-done", "recheck-import-error"})
+#: the messages a child may send: the run report, and the re-check child's answers (and the stubs it found)
+KINDS = frozenset({outcomes.REPORT, "recheck", "recheck-done", "recheck-import-error", "stubs"})
 MAX_MESSAGES = 256
 
 

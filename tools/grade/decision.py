@@ -143,12 +143,16 @@ def decide(entry: Entry, ctx: Context, run: ChildRun, subhash: str, target: Path
         tests.append(dict(t, score=t["max_score"] if passed else 0.0, status="passed" if passed else "failed",
                           output="" if passed else output, kind=kind.value))
     passed = {nodeid_of(t): t["tags"][0] for t in tests if t["status"] == "passed"}
-    verdicts = rechecks.run_rechecks(ctx, target, sandbox, passed, jail)
     course = ctx.settings.profile_object()
     nameless = {c: "whose names the submission's files do not define"
                 for c in absent.absent_components(sandbox / "sub", course)}
     nameless |= {c: "whose code the submission's files define only as stubs (raising NotImplementedError)"
                  for c in absent.stub_components(sandbox / "sub", course) if c not in nameless}
+    # where the files hide what they bind (vars(), exec, setattr), the code as loaded shows its stubs (issue 45)
+    unread = bool(set(passed.values()) - set(nameless)) and not absent.stubs_read_for_sure(sandbox / "sub")
+    verdicts = rechecks.run_rechecks(ctx, target, sandbox, passed, jail, stubs=unread)
+    nameless |= {c: "whose code, as the submission loads it, is only stubs (raising NotImplementedError)"
+                 for c in absent.components_of_stubs(verdicts.stub_names or (), course) if c not in nameless}
     tampered = apply_verdicts(tests, verdicts, nameless)
     status, detail = status_of(run, last, tampered)
     if status == "ok" and verdicts.forbidden:

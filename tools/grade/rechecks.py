@@ -23,6 +23,7 @@ method costs the tests that call it, as in pytest.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass, field
@@ -47,7 +48,9 @@ class Verdicts:
     refuted: dict[str, str] = field(default_factory=dict)  # node id -> why its public replay proves it false
     forbidden: dict[str, str] = field(default_factory=dict)  # node id -> its replay used a forbidden API
     twinned: frozenset[str] = frozenset()  # the claimed passes that were re-checked at all
-    forged: str = ""  # the re-check child's stream was forged: every claim is unconfirmed
+    forged: str = ""  # the re-check child's stream was forged: every claimed pass is unconfirmed
+    #: the names that are stubs as the submission is loaded (asked with ``stubs=True``; None: no answer)
+    stub_names: frozenset[str] | None = None
 
     @property
     def proof(self) -> str:
@@ -62,26 +65,31 @@ def wanted_rechecks(ctx: Context, passed: dict[str, str]) -> list[registry.Reche
     return [r for r in registry.rechecks() if r.name in ctx.expected and any(a in passed for a in r.anchors)]
 
 
-def run_rechecks(ctx: Context, target: Path, sandbox: Path, passed: dict[str, str], jail: Jail) -> Verdicts:
+def run_rechecks(ctx: Context, target: Path, sandbox: Path, passed: dict[str, str], jail: Jail,
+                 stubs: bool = False) -> Verdicts:
     """``passed``: claimed passes, node id -> component. A re-check child that ends before answering
     is started again on the rest (a host's kill costs nothing; a submission's crash costs the
-    re-check it happened in, once it happened there twice)."""
+    re-check it happened in, once it happened there twice). ``stubs``: also ask the child which names
+    are stubs as loaded (:func:`transformer_spec.stubs.loaded_stub_names`), the child started for that
+    alone if no re-check is wanted; what it says can only prove its own code a stub."""
     if not ctx.settings.rechecks:
         return Verdicts()
     wanted = wanted_rechecks(ctx, passed)
-    if not wanted:
+    if not wanted and not stubs:
         return Verdicts()
     todo = [(r.name, SECRET) for r in wanted] + [(r.name, PUBLIC) for r in wanted if r.public is not None]
     got: dict[tuple[str, str], dict] = {}
     deaths: dict[tuple[str, str], int] = {}
     deadline = time.monotonic() + 2 * ctx.settings.limits.recheck_seconds
     forged = None
-    for _ in range(MAX_RUNS):
+    stub_names: frozenset[str] | None = None
+    for run in range(MAX_RUNS):
         rest = [x for x in todo if x not in got]
         wall = deadline - time.monotonic()
-        if not rest or wall <= 1:
+        if not (rest or stubs and run == 0) or wall <= 1:
             break
-        answers, forged, unfinished = _run_child(ctx, target, sandbox, rest, jail, wall)
+        answers, forged, unfinished, said = _run_child(ctx, target, sandbox, rest, jail, wall, stubs and run == 0)
+        stub_names = said if said is not None else stub_names
         got.update(answers)
         if forged or not unfinished:
             break
@@ -90,12 +98,15 @@ def run_rechecks(ctx: Context, target: Path, sandbox: Path, passed: dict[str, st
             deaths[left[0]] = deaths.get(left[0], 0) + 1
             if deaths[left[0]] >= 2:
                 got[left[0]] = {"error": f"the submission's process {unfinished} during this re-check (twice)"}
-    return verdicts(wanted, got, forged, passed, ctx.expected, ctx.expected_public)
+    found = verdicts(wanted, got, forged, passed, ctx.expected, ctx.expected_public)
+    return found if forged or stub_names is None else dataclasses.replace(found, stub_names=stub_names)
 
 
 def _run_child(ctx: Context, target: Path, sandbox: Path, runs: list[tuple[str, str]], jail: Jail,
-               wall: float) -> tuple[dict[tuple[str, str], dict], str | None, str]:
-    """The re-check child's answers ((name, mode) -> message), its forgery if any, and why it did not finish."""
+               wall: float, stubs: bool = False
+               ) -> tuple[dict[tuple[str, str], dict], str | None, str, frozenset[str] | None]:
+    """The re-check child's answers ((name, mode) -> message), its forgery if any, why it did not finish,
+    and the stub names it found (``stubs``: asked; None: not asked, or no answer)."""
     lim = ctx.settings.limits
     work = sandbox / "recheck-work"
     (work / "tmp").mkdir(parents=True, exist_ok=True)
@@ -105,17 +116,20 @@ def _run_child(ctx: Context, target: Path, sandbox: Path, runs: list[tuple[str, 
                     extra={"seed": ctx.seed, "rechecks": [n for n, m in runs if m == SECRET],
                            "public": [n for n, m in runs if m == PUBLIC], "threads": lim.threads,
                            "forbidden": list(ctx.rubric.forbidden), "seconds_each": min(30.0, wall),
-                           "profile": ctx.profile_arg(sandbox)},
+                           "profile": ctx.profile_arg(sandbox), "stubs": stubs},
                     wall=wall)
     got: dict[tuple[str, str], dict] = {}
     done = False
+    said = None
     for m in run.messages:
         if m.get("kind") == "recheck" and isinstance(m.get("name"), str) and m.get("mode") in (SECRET, PUBLIC):
             got[(m["name"], m["mode"])] = m
+        if stubs and m.get("kind") == "stubs" and isinstance(m.get("names"), list):
+            said = frozenset(n for n in m["names"] if isinstance(n, str))
         done = done or m.get("kind") in ("recheck-done", "recheck-import-error")
     unfinished = "" if done else (f"was stopped after {wall:g} s" if run.timed_out
                                   else f"ended with exit code {run.returncode}")
-    return got, run.forged, unfinished
+    return got, run.forged, unfinished, None if run.forged else said
 
 
 def answer_problem(check: registry.Recheck, message: dict | None, expected: dict, mode: str) -> tuple[str | None, str]:
