@@ -141,3 +141,24 @@ def test_a_course_profiles_matrix_leaves_out_the_pitfalls_it_lists_unseen_unless
     _, every = mutants.rows_of_track("modern", "cs336", every=True)
     assert unseen and {p.name for p in every} - {p.name for p in pitfalls} == set(unseen)
     assert mutants.Row("x", "gqa", unseen="gqa", failed={"gqa": ["t"]}).verdict == "LISTED UNSEEN BUT KILLED"
+
+
+def test_the_student_command_check_reads_a_kill_matrix_and_names_a_bad_one(tmp_path, capsys):
+    """``tools.student_command`` (issue 44: the grade a student checks is the grade they get) takes the kill
+    matrix's JSON, which says its track and profile; anything else is one line naming the file and the fix."""
+    import json
+
+    from tools import student_command
+
+    bad = tmp_path / "m.json"
+    for text in ("not json", json.dumps({"rows": []})):  # the second: written before the matrix said its track
+        bad.write_text(text)
+        with pytest.raises(SystemExit) as exit_info:
+            student_command.main([str(bad)])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert "not a kill matrix's JSON written by python -m tools.mutants --json" in err and "Traceback" not in err
+    bad.write_text(json.dumps({"rows": [], "track": "modern", "profile": "contract"}))
+    with pytest.raises(SystemExit):  # nothing to check is no success
+        student_command.main([str(bad)])
+    assert "no row graded with status ok: nothing to check" in capsys.readouterr().err

@@ -385,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{elapsed:.0f} s wall time ({args.jobs} jobs)")
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "seconds": round(elapsed, 1), "jobs": args.jobs,
+            "seconds": round(elapsed, 1), "jobs": args.jobs, "track": args.track, "profile": course.name,
             "rows": [{"name": r.name, "component": r.component, "must_pass": r.must_pass,
                       "verdict": r.verdict, "error": r.error, "status": r.status,
                       "class_total": r.class_total, "differs": r.differs, "unreadable": r.unreadable,
