@@ -29,7 +29,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from transformer_spec import contract, notebooks, registry
+from transformer_spec import contract, notebooks, registry, stubs
 
 MAX_SOURCE_BYTES = 4 * 2**20
 DYNAMIC = frozenset({"exec", "eval", "compile", "globals", "vars", "locals", "setattr", "__import__", "importlib",
@@ -156,15 +156,7 @@ def _is_stub_function(node: ast.AST) -> bool:
     """A ``def`` that reaches ``raise NotImplementedError`` before any ``return`` among its body's own statements:
     the rule by which the grading child itself calls a name a stub (``transformer_spec.stubs``), so that a pass it
     claims for a test using the name is one an honest child never reports."""
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    for stmt in node.body:
-        if isinstance(stmt, ast.Return):
-            return False
-        if isinstance(stmt, ast.Raise) and stmt.exc is not None:
-            exc = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
-            return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
-    return False
+    return stubs.is_stub_def(node)
 
 
 def _stub_definition(node: ast.AST) -> bool:
