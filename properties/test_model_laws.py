@@ -206,3 +206,34 @@ def test_seq2seq_batch_items_are_independent(impl, config, data):
     for i in range(src.shape[0]):
         assert_close(model(src[i : i + 1], tgt[i : i + 1]), logits[i : i + 1], **law_tolerance(config.dtype, deep=True),
                      what=f"Seq2SeqTransformer logits of batch item {i} computed alone")
+
+
+@pytest.mark.component("seq2seq")
+@budget(0.5)
+@given(config=configs(min_dk=3, max_dk=4), data=st.data())
+def test_seq2seq_logits_depend_on_each_real_source_token_and_on_the_target_token(impl, config, data):
+    """Every target position's logits move when one real source token changes (cross-attention reads every
+    unpadded source position, docs/contract.md "Seq2SeqTransformer"), and position ``t``'s logits move when
+    target token ``t`` changes (the decoder runs on the target). The laws above hold for a model that returns
+    a constant; this one does not (issue 45). ``d_k >= 3``: a LayerNorm of one or two features keeps at most a
+    sign, and two tokens could look alike; weights are seeded, so no change vanishes but by a mistake."""
+    src = data.draw(token_batches(4, max_len=5), label="src") + 1  # ids 1..4: no pad
+    tgt = data.draw(token_batches(7, batch=src.shape[0], max_len=5), label="tgt")
+    i = data.draw(st.integers(0, src.shape[1] - 1), label="source position changed")
+    t = data.draw(st.integers(0, tgt.shape[1] - 1), label="target position changed")
+    model = seq2seq(impl, config)
+    logits = model(src, tgt)
+    other_src, other_tgt = src.clone(), tgt.clone()
+    other_src[:, i] = src[:, i] % 4 + 1  # another real id
+    other_tgt[:, t] = (tgt[:, t] + 1) % 7
+    tiny = 1e-5 * (1.0 + float(logits.detach().abs().max()))
+    moved = (model(other_src, tgt) - logits).abs().amax(dim=-1)  # (B, Lt)
+    assert bool((moved > tiny).all()), (
+        f"Seq2SeqTransformer logits for src {src.tolist()}, tgt {tgt.tolist()}: changing source position {i} to "
+        f"{other_src[:, i].tolist()} must change the logits at every target position; the largest change per position "
+        f"was {moved.tolist()} (at most {tiny:.2g} counts as no change): the logits do not read the source")
+    moved = (model(src, other_tgt) - logits).abs().amax(dim=-1)[:, t]  # (B,)
+    assert bool((moved > tiny).all()), (
+        f"Seq2SeqTransformer logits for src {src.tolist()}, tgt {tgt.tolist()}: changing target token {t} to "
+        f"{other_tgt[:, t].tolist()} must change the logits at position {t}; the largest change was {moved.tolist()} "
+        f"(at most {tiny:.2g} counts as no change): the logits do not read the target")

@@ -157,6 +157,9 @@ MODE_NOT_RESTORED = ("minigpt.py", "self.train(was_training)", "pass")
 
 S2S_NOT_CAUSAL = ("seq2seq.py", "tgt_mask = causal_mask(tgt.size(1), device=tgt.device)", "tgt_mask = None")
 S2S_PADDING_SEEN = ("seq2seq.py", "src_mask = padding_mask(src, self.pad_id)", "src_mask = None")
+S2S_SOURCE_UNREAD = ("seq2seq.py", "memory = self.encoder_norm(memory)", "memory = self.encoder_norm(memory) * 0")
+S2S_CONSTANT = ("seq2seq.py", "return self.out(self.decoder_norm(x))  # (B, Lt, tgt_vocab)",
+                "return self.out(self.decoder_norm(x)) * 0  # (B, Lt, tgt_vocab)")
 S2S_BATCH_MIXED = ("seq2seq.py", "memory = self.encoder_norm(memory)",
                    "memory = self.encoder_norm(memory + memory.mean(0, keepdim=True))")
 
@@ -255,6 +258,10 @@ CASES = [
     (model_laws.test_generate_is_reproducible_with_a_generator_and_restores_the_mode, [MODE_NOT_RESTORED], {}, "mode"),
     (model_laws.test_seq2seq_source_padding_does_not_change_logits, [S2S_PADDING_SEEN], {}, "pad tokens"),
     (model_laws.test_seq2seq_batch_items_are_independent, [S2S_BATCH_MIXED], {}, "computed alone"),
+    (model_laws.test_seq2seq_logits_depend_on_each_real_source_token_and_on_the_target_token, [S2S_SOURCE_UNREAD], {},
+     "do not read the source"),
+    (model_laws.test_seq2seq_logits_depend_on_each_real_source_token_and_on_the_target_token, [S2S_CONSTANT], {},
+     "do not read the"),
     (s2s_padding.test_seq2seq_pad_positions_are_invisible_wherever_they_are, S2S_PADDING_FROM_LENGTHS, {}, "pad_id="),
     (s2s_padding.test_seq2seq_pad_positions_are_invisible_wherever_they_are, [S2S_PADDING_SEEN], {}, "pad_id="),
 ]

@@ -25,7 +25,7 @@ def test_a_missing_piece_is_named_with_its_component():
     problems = "\n".join(registry.missing_pieces(bare))
     for piece in ("short label", "unknown component 'atention'", "no diagnosis behaviour probes",
                   "has no names, and no why_no_names", "has no pitfalls, and no why_no_pitfalls",
-                  "has no rechecks, and no why_no_rechecks"):
+                  "has no rechecks, and no why_no_rechecks", "has no values, and no why_no_values"):
         assert "component 'rotary': " in problems and piece in problems, piece
 
 
@@ -36,6 +36,10 @@ def test_every_component_has_graded_tests_and_its_rechecks_name_real_tests(pytes
     for check in registry.rechecks():
         for anchor in check.anchors:
             assert collected.get(anchor) == check.component, f"re-check {check.name}: anchor {anchor}"
+    for c in registry.components():  # each test of what it computes is a collected test of its own
+        for key in c.values:
+            matched = {collected[n] for n in collected if rubric.matches(key, n)}
+            assert matched == {c.name}, f"component {c.name}: values names {key!r}, which matches tests of {matched}"
 
 
 def _collect(config) -> dict[str, str]:
@@ -92,6 +96,7 @@ THROWAWAY = Component(
     rechecks=(Recheck("throwaway_weights", "throwaway", ("spec_tests/test_throwaway.py::test_weights",),
                       _recheck_weights),),
     why_no_names="it grades scaled_dot_product_attention, a name of the 'attention' component",
+    values=("spec_tests/test_throwaway.py::test_weights",),
 )
 
 
@@ -114,7 +119,7 @@ def test_a_new_component_reaches_rubric_kill_matrix_and_diagnosis(tmp_path, monk
         row = mutants.Row(UNSCALED.name, "throwaway", failed={"throwaway": ["t"], "attention": ["u", "v"]})
         assert row.verdict == "killed"
         head, _, line = mutants.format_matrix([row])
-        assert head.split()[-2] == "thr" and line.split()[-2:] == ["[1]", "killed"]
+        assert head.split()[-3:] == ["thr", "kept", "verdict"] and line.split()[-2:] == ["[1]", "killed"]
         assert mutants.Row("x", "throwaway", failed={"attention": ["u"]}).verdict == "KILLED ONLY ELSEWHERE"
         # A mistake in attention also shows in the throwaway component (depends_on).
         assert "throwaway" in registry.affected_by("attention")

@@ -48,7 +48,8 @@ import hypothesis.errors
 
 from tools.grade.batch import grade_class
 from tools.grade.settings import DEFAULT_TESTS, Limits, Settings
-from transformer_spec import layout, profiles, registry, rubric, tracks
+from tools.mutants_table import format_matrix, print_row
+from transformer_spec import layout, placeholders, profiles, registry, rubric, tracks
 from transformer_spec.failures import COURSE_EXAMPLE_HEADING, EXAMPLE_HEADING
 from transformer_spec.hypothesis_profiles import GRADING_PROFILE, PROFILES
 from transformer_spec.outcomes import Kind
@@ -87,6 +88,7 @@ class Row:
     differs: list[str] = field(default_factory=list)  # tests whose class grade is not the child's pytest report
     unreadable: list[str] = field(default_factory=list)  # failures a student cannot read (student_messages)
     unseen: str = ""  # a pitfall the course profile cannot see: the capability that hides it (its catalogue's)
+    kept: float | None = None  # a placeholder's row: the share of its component's points it keeps
 
     @property
     def same_as_pytest(self) -> bool:
@@ -115,6 +117,8 @@ class Row:
             return "unseen" if not self.failed else "LISTED UNSEEN BUT KILLED"
         if not self.failed:
             return "SURVIVED"
+        if self.kept is not None and not placeholders.within(self.kept):
+            return "PLACEHOLDER KEEPS TOO MUCH"
         return "killed" if self.killed_in_own else "KILLED ONLY ELSEWHERE"
 
     @property
@@ -234,10 +238,11 @@ def row_of(item: Pitfall | Variation | str, record) -> Row:
 
 
 def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, profile: str = PROFILE,
-            track: str = tracks.DEFAULT, course: str = profiles.DEFAULT) -> list[Row]:
+            track: str = tracks.DEFAULT, course: str = profiles.DEFAULT, placeholder_rows=()) -> list[Row]:
     """Grade the correct implementations and each pitfall or variation of ``pitfalls`` (in that
     order) as one class of ``track`` through ``tools.grade`` (``jobs`` students at a time), under the
-    course profile ``course``; their rows."""
+    course profile ``course``, and then the rows of ``placeholder_rows`` (each row's ``kept``); their rows."""
+    pitfalls = [*pitfalls, *placeholder_rows]
     items = [*CORRECT, *pitfalls]
     unseen = getattr(_catalogue(course), "UNSEEN", {})
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
@@ -251,35 +256,11 @@ def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, p
         rows.append(row_of(item, records.get(item if isinstance(item, str) else item.name)))
         if not isinstance(item, str) and not rows[-1].must_pass:
             rows[-1].unseen = unseen.get(item.name, "")
+        if item in placeholder_rows and records.get(item.name) is not None:
+            rows[-1].kept = placeholders.kept(records[item.name].tests, item.component)
         if progress:
             progress(rows[-1])
     return rows
-
-
-def format_matrix(rows: list[Row], track: str = tracks.DEFAULT) -> list[str]:
-    """Rows: correct code, variations, pitfalls; columns: ``track``'s components; a cell is the number of
-    failing tests ([n] = the pitfall's own component; a variation's own component is not bracketed, as every
-    cell of its row must be ".")."""
-    width = max(len(r.name) for r in rows)
-    short = {c.name: c.label for c in tracks.components(track)}
-    head = f"{'row':<{width}}  {'own':<5}" + "".join(f"{label:>6}" for label in short.values()) + "  verdict"
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        cells = ""
-        for c in short:
-            n = len(r.failed.get(c, []))
-            cell = "." if n == 0 else str(n)
-            if c == r.component and not r.must_pass:
-                cell = f"[{cell}]"
-            cells += f"{cell:>6}"
-        own = (short.get(r.component, "-") if r.component else "-") + ("~" if r.must_pass and r.component else "")
-        lines.append(f"{r.name:<{width}}  {own:<5}{cells}  {r.verdict}")
-    return lines
-
-
-def _print_row(row: Row) -> None:
-    print(f"  {row.verdict:<8} {row.name} ({row.seconds:.1f} s)"
-          + (f": {row.error}" if row.error else ""), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -300,6 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", action="store_true",
                         help="also grade the rows a default run leaves out: the optional components' (the training "
                              "utilities) under the contract's names, the pitfalls a course profile lists as unseen")
+    parser.add_argument("--placeholders", action="store_true",
+                        help="also grade a placeholder of each graded component (its output replaced by zeros; with "
+                             "--every also by its input and by ones) and report the share of its component's points "
+                             f"each keeps: more than {round(placeholders.MAX_KEPT * 100)}%% fails the run")
     parser.add_argument("--list", action="store_true", help="list the pitfalls and the variations, and exit")
     parser.add_argument("--diagnose-accuracy", action="store_true",
                         help="measure how often transformer_spec.diagnose names each pitfall (with --profile: "
@@ -311,12 +296,16 @@ def main(argv: list[str] | None = None) -> int:
     args.track = course.track or args.track
 
     track_variations, pitfalls = rows_of_track(args.track, course.name, every=args.every)
-    by_name = {p.name: p for p in [*registry.pitfalls(), *pitfalls, *track_variations]}
+    placeholder_rows = placeholders.rows(placeholders.components_of(args.track, course.name, args.every), args.every)
+    by_name = {p.name: p for p in [*registry.pitfalls(), *pitfalls, *track_variations,
+                                   *placeholders.rows(placeholders.components_of(args.track, course.name, True), True)]}
     if args.list:
         for p in pitfalls:
             print(f"pitfall    {p.component:<10} {p.name:<40} {p.explanation}")
         for v in track_variations:
             print(f"variation  {v.component:<10} {v.name:<40} {v.explanation}")
+        for p in placeholder_rows:
+            print(f"placeholder {p.component:<9} {p.name:<40} {p.explanation}")
         return 0
     if args.diagnose_accuracy:
         from transformer_spec import diagnose
@@ -330,16 +319,21 @@ def main(argv: list[str] | None = None) -> int:
         rows_to_run = [c for c in chosen if isinstance(c, Variation)] + [c for c in chosen if not isinstance(c, Variation)]
     else:
         rows_to_run = [*track_variations, *pitfalls]
+    if args.only:  # placeholders named in --only are graded as placeholders
+        placeholder_rows = [c for c in rows_to_run if c.name.startswith(placeholders.PREFIX)]
+        rows_to_run = [c for c in rows_to_run if c not in placeholder_rows]
+    elif not args.placeholders:
+        placeholder_rows = []
     n_variations = sum(isinstance(r, Variation) for r in rows_to_run)
     n_pitfalls = len(rows_to_run) - n_variations
 
     print(f"the {args.track} track: grading the reference, the independent implementation, {n_variations} allowed "
-          f"variations and {n_pitfalls} pitfalls, {args.jobs} at a time (hypothesis profile {args.hypothesis_profile!r}"
+          f"variations, {n_pitfalls} pitfalls and {len(placeholder_rows)} placeholders, {args.jobs} at a time (hypothesis profile {args.hypothesis_profile!r}"
           + (f", course profile {course.name}" if course.name != profiles.DEFAULT else "") + ")",
           flush=True)
     start = time.monotonic()
-    rows = run_all(rows_to_run, jobs=max(1, args.jobs), progress=_print_row, profile=args.hypothesis_profile,
-                   track=args.track, course=course.name)
+    rows = run_all(rows_to_run, jobs=max(1, args.jobs), progress=print_row, profile=args.hypothesis_profile,
+                   track=args.track, course=course.name, placeholder_rows=placeholder_rows)
     elapsed = time.monotonic() - start
 
     print()
@@ -379,6 +373,10 @@ def main(argv: list[str] | None = None) -> int:
     if unseen:
         print(f"{len(unseen)} pitfall(s) the course profile cannot see (its catalogue's UNSEEN): "
               + "; ".join(f"{r.name} (needs {r.unseen})" for r in unseen))
+    shown = [r for r in rows if r.kept is not None]
+    if shown:
+        print(placeholders.summary([(r.name, r.kept) for r in shown]))
+    killed -= sum(1 for r in shown if r.verdict == "killed")
     print(f"{killed} / {n_pitfalls - len(unseen)} pitfalls killed inside their own component; "
           f"{clean} / {n_variations} allowed variations clean; "
           f"reference: {rows[0].verdict}; independent implementation: {rows[1].verdict}; "
@@ -389,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
             "rows": [{"name": r.name, "component": r.component, "must_pass": r.must_pass,
                       "verdict": r.verdict, "error": r.error, "status": r.status,
                       "class_total": r.class_total, "differs": r.differs, "unreadable": r.unreadable,
-                      "seconds": round(r.seconds, 1), "total": r.total, "failed": r.failed} for r in rows],
+                      "seconds": round(r.seconds, 1), "total": r.total, "failed": r.failed, "kept": r.kept}
+                     for r in rows],
         }, indent=2) + "\n")
     for r in bad:
         print(f"FAIL: {r.name}: {r.verdict}" + (f" ({r.error})" if r.error else ""), file=sys.stderr)

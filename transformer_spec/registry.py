@@ -83,7 +83,13 @@ class Component:
     pitfalls: tuple[Pitfall, ...] = ()
     behaviour: Callable | None = None  # behaviour(impl, features): the diagnosis probes
     rechecks: tuple[Recheck, ...] = ()
+    #: the tests of what it computes (rubric test ids: a file, a test function, one case): its output against
+    #: numbers the submission does not produce (an oracle, a formula, a snapshot, a worked example, a composition
+    #: through its own submodules). They share most of its points (rubric.VALUES_SHARE): a law that a constant
+    #: output satisfies (causality, an invariance, a shape) is necessary, not sufficient (issue 45)
+    values: tuple[str, ...] = ()
     why_no_names: str = ""
+    why_no_values: str = ""
     why_no_rechecks: str = ""
     why_no_pitfalls: str = ""
     summary: str = field(default="", compare=False)
@@ -212,7 +218,7 @@ def missing_pieces(component: Component) -> list[str]:
     if component.behaviour is None:
         problems.append(f"{who}: has no diagnosis behaviour probes (behaviour=...)")
     for piece, why in (("names", component.why_no_names), ("pitfalls", component.why_no_pitfalls),
-                       ("rechecks", component.why_no_rechecks)):
+                       ("rechecks", component.why_no_rechecks), ("values", component.why_no_values)):
         if not getattr(component, piece) and not why.strip():
             problems.append(f"{who}: has no {piece}, and no why_no_{piece} saying why")
     for group in ("names", "pitfalls", "rechecks"):

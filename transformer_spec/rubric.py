@@ -26,7 +26,10 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 DEFAULT_RUBRIC = tracks.get(tracks.DEFAULT).rubric  # the classic track's; each track has its own (tracks.py)
-_RUBRIC_KEYS = {"components", "tests", "drop", "hidden", "forbidden"}
+_RUBRIC_KEYS = {"components", "tests", "drop", "hidden", "forbidden", "values_share"}
+#: the share of a component's points (after its [tests] entries) its tests of what it computes share
+#: (:attr:`registry.Component.values`); its other tests (laws, shapes, argument checks) share the rest
+VALUES_SHARE = 0.8
 
 
 class RubricError(ValueError):
@@ -43,6 +46,7 @@ class Rubric:
     hidden: list[str] = field(default_factory=list)
     forbidden: list[str] = field(default_factory=lambda: list(forbidden.DEFAULT_FORBIDDEN))
     source: str = "<rubric>"
+    values_share: float = VALUES_SHARE
 
     @property
     def total(self) -> float:
@@ -94,7 +98,10 @@ def parse_rubric(data: dict, source: str = "<rubric>", track: str | None = None)
         forbidden_names.validate(forbidden_list)
     except ValueError as exc:
         raise RubricError(f"rubric {source}: `forbidden`: {exc}") from None
-    return Rubric(components, tests, _str_list(data, "drop", source), hidden, forbidden_list, source)
+    share = _number(data.get("values_share", VALUES_SHARE), f"rubric {source}: values_share")
+    if share > 1:
+        raise RubricError(f"rubric {source}: values_share must be a share between 0 and 1, got {share:g}")
+    return Rubric(components, tests, _str_list(data, "drop", source), hidden, forbidden_list, source, share)
 
 
 def load_rubric(path: str | os.PathLike | None = None, track: str | None = None) -> Rubric:
@@ -134,6 +141,7 @@ def with_optional_text(track: str) -> str | None:
     components = {**base.components, **{c.name: c.points for c in tracks.components(track) if c.optional}}
     quoted = lambda items: "[" + ", ".join(json.dumps(i) for i in items) + "]"  # noqa: E731 - TOML's basic strings
     lines = [f"drop = {quoted(base.drop)}", f"hidden = {quoted(base.hidden)}", f"forbidden = {quoted(base.forbidden)}",
+             f"values_share = {base.values_share!r}",
              "[components]", *(f"{c} = {p!r}" for c, p in components.items()),
              "[tests]", *(f"{json.dumps(t)} = {p!r}" for t, p in base.tests.items())]
     return "\n".join(lines) + "\n"
@@ -216,7 +224,10 @@ def assign_points(rubric: Rubric, graded: dict[str, str]) -> tuple[dict[str, flo
     """Points per graded test (``graded``: node id -> component) and the list of dropped ids.
 
     A component's points are shared by its tests; a rubric ``[tests]`` entry gives the tests it
-    matches their points (split equally among them) out of the component's share.
+    matches their points (split equally among them) out of the component's share. The rest is shared by
+    the component's other tests: ``values_share`` of it equally by its tests of what it computes
+    (:func:`is_value_test`), the remainder equally by the others (all of it by one kind when the other
+    has no test).
     """
     dropped = [n for n in graded if any(matches(k, n) for k in rubric.drop)]
     live = {n: c for n, c in graded.items() if n not in dropped}
@@ -239,9 +250,19 @@ def assign_points(rubric: Rubric, graded: dict[str, str]) -> tuple[dict[str, flo
                 f"rubric {rubric.source}: the [tests] points of component {comp!r} sum to {fixed:g}, "
                 f"more than the component's {budget:g}"
             )
-        raw = {n: explicit[n] if n in explicit else (budget - fixed) / len(others) for n in ids}
+        values = [n for n in others if is_value_test(comp, n)]
+        share = (rubric.values_share if len(values) < len(others) else 1.0) if values else 0.0
+        each = {True: (budget - fixed) * share / max(len(values), 1),
+                False: (budget - fixed) * (1 - share) / max(len(others) - len(values), 1)}
+        raw = {n: explicit[n] if n in explicit else each[n in values] for n in ids}
         points.update(round_within(raw))
     return points, dropped
+
+
+def is_value_test(component: str, nodeid: str) -> bool:
+    """Whether ``nodeid`` is one of ``component``'s tests of what it computes (:attr:`registry.Component.values`)."""
+    known = registry.names()
+    return component in known and any(matches(k, nodeid) for k in registry.get(component).values)
 
 
 POINT_DECIMALS = 4  # results.json's points: Gradescope adds them up as written

@@ -123,5 +123,9 @@ RECHECKS = (
 
 COMPONENT = Component(
     "adamw", label="adamw", points=6, order=31, depends_on=(), tracks=("modern",), optional=True,
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "properties/modern/test_optimizer_laws.py::test_adamw_takes_torchs_adamw_steps",
+        "properties/modern/test_optimizer_laws.py::test_adamw_first_step_moves_each_weight_by_lr_against_its_gradient",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

@@ -74,7 +74,7 @@ PITFALLS = (
     pitfall('mask_applied_after_softmax', 'attention',
             'The mask is applied to the weights after the softmax: blocked keys already took part in '
             'the normalisation, and a -inf weight turns the output into -inf/NaN. Fill the scores '
-            'with -inf before the softmax.',
+        "with -inf before the softmax.",
             ('attention.py', 'scores.masked_fill_(mask, float("-inf"))',
              'pass  # the mask is applied to the weights, after the softmax'),
             ('attention.py', 'weights = F.softmax(scores, dim=-1)  # over the keys: each row sums to 1',
@@ -83,7 +83,7 @@ PITFALLS = (
     pitfall('softmax_without_dim', 'attention',
             "softmax is called without dim: PyTorch's legacy choice normalises over dim 0 for 3-D "
             'scores (the batch) and dim 1 for 4-D ones (the heads), only 2-D inputs happen to work. '
-            'Always pass dim=-1 (the keys).',
+        "Always pass dim=-1 (the keys).",
             ('attention.py', 'weights = F.softmax(scores, dim=-1)  # over the keys: each row sums to 1',
              'weights = F.softmax(scores)  # implicit dim'),
             source='OpenNMT/OpenNMT-py#487'),
@@ -147,5 +147,18 @@ RECHECKS = tuple(
 
 COMPONENT = Component(
     "attention", label="attn", points=14, order=1, depends_on=(), tracks=("classic", "modern"),
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "spec_tests/test_seed001_worked_example.py::test_unscaled_logits_9_4",
+        "spec_tests/test_seed001_worked_example.py::test_softmax_weights_9_5",
+        "spec_tests/test_seed001_worked_example.py::test_output_9_6",
+        "spec_tests/test_seed001_worked_example.py::test_weighted_values_9_6",
+        "spec_tests/test_seed001_worked_example.py::test_exercise_11_1_scaled_by_sqrt_dk",
+        "spec_tests/test_seed001_worked_example.py::test_exercise_11_2_causal_mask",
+        "spec_tests/test_seed001_worked_example.py::test_exercise_11_3_doubling_values_doubles_output",
+        "spec_tests/test_torch_oracle.py::test_sdpa_matches_torch",
+        "spec_tests/test_torch_oracle.py::test_sdpa_matches_torch_unbatched_2d",
+        "spec_tests/test_seed000_facts.py::test_sqrt_dk_experiment_of_step_8",
+        "spec_tests/test_behaviours.py::test_float64_is_computed_in_float64",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

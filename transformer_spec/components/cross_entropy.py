@@ -74,5 +74,9 @@ RECHECKS = (
 
 COMPONENT = Component(
     "cross_entropy", label="xent", points=5, order=29, depends_on=(), tracks=("modern",), optional=True,
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "properties/modern/test_loss_laws.py::test_cross_entropy_is_the_mean_of_logsumexp_minus_the_target_logit",
+        "properties/modern/test_loss_laws.py::test_cross_entropy_gradient_is_softmax_minus_onehot_over_n",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

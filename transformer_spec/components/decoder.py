@@ -52,14 +52,14 @@ PITFALLS = (
     pitfall('decoder_pre_ln_residual_from_normalized_input', 'decoder',
             "The decoder's Pre-LN normalises x in place before each sublayer, x = norm(x); x = x + "
             'sublayer(x): the residual stream must stay un-normalised, x = x + '
-            'drop(sublayer(norm(x))).',
+        "drop(sublayer(norm(x))).",
             ('blocks.py', '            attn_out, self_weights = self.self_attn(self.norm1(x), tgt_mask)\n            x = x + self.dropout(attn_out)\n            cross_out, cross_weights = self.cross_attn(self.norm2(x), memory, memory, memory_mask)\n            x = x + self.dropout(cross_out)\n            x = x + self.dropout(self.ffn(self.norm3(x)))\n',
              '            x = self.norm1(x)\n            attn_out, self_weights = self.self_attn(x, tgt_mask)\n            x = x + self.dropout(attn_out)\n            x = self.norm2(x)\n            cross_out, cross_weights = self.cross_attn(x, memory, memory, memory_mask)\n            x = x + self.dropout(cross_out)\n            x = self.norm3(x)\n            x = x + self.dropout(self.ffn(x))\n'),
             source='tracel-ai/burn#1056'),
     pitfall('decoder_masks_swapped', 'decoder',
             'The decoder passes the source (memory) mask to its self-attention and the target '
             '(causal) mask to its cross-attention: self-attention takes tgt_mask, cross-attention '
-            'memory_mask.',
+        "memory_mask.",
             ('blocks.py', 'self.self_attn(self.norm1(x), tgt_mask)',
              'self.self_attn(self.norm1(x), memory_mask)'),
             ('blocks.py', 'self.cross_attn(self.norm2(x), memory, memory, memory_mask)',
@@ -72,7 +72,7 @@ PITFALLS = (
     pitfall('cross_attention_residual_from_memory', 'decoder',
             "The cross-attention's residual adds the encoder output, memory + drop(cross_attn(...)): "
             "the residual is the decoder's own stream, x + drop(cross_attn(norm2(x), memory, "
-            'memory)).',
+        "memory)).",
             ('blocks.py', '            x = x + self.dropout(cross_out)\n',
              '            x = memory + self.dropout(cross_out)  # residual from the encoder\n'),
             ('blocks.py', 'x = self.norm2(x + self.dropout(cross_out))',
@@ -81,7 +81,7 @@ PITFALLS = (
     pitfall('decoder_norm1_reused_for_cross_attention', 'decoder',
             'The decoder uses norm1 again for the cross-attention sublayer: each of its three '
             'sublayers has its own LayerNorm (norm1 self-attention, norm2 cross-attention, norm3 '
-            'FFN).',
+        "FFN).",
             ('blocks.py', 'self.cross_attn(self.norm2(x), memory, memory, memory_mask)',
              'self.cross_attn(self.norm1(x), memory, memory, memory_mask)'),
             ('blocks.py', 'x = self.norm2(x + self.dropout(cross_out))',
@@ -138,5 +138,8 @@ RECHECKS = tuple(
 
 COMPONENT = Component(
     "decoder", label="dec", points=10, order=6, depends_on=("mha", "ffn"),
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "spec_tests/test_torch_oracle.py::test_decoder_block_matches_torch",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

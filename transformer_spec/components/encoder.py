@@ -54,7 +54,7 @@ PITFALLS = (
     pitfall('layernorm_unbiased_std_eps_outside_sqrt', 'encoder',
             "The blocks' LayerNorm is written by hand as (x - mean) / (x.std(-1) + eps): torch's std "
             'is the unbiased (n-1) estimate and eps sits outside the root. LayerNorm divides by '
-            'sqrt(biased variance + eps), as nn.LayerNorm(d_model) does.',
+        "sqrt(biased variance + eps), as nn.LayerNorm(d_model) does.",
             ('blocks.py', 'import torch.nn as nn\n',
              'import torch\nimport torch.nn as nn\n'),
             ('blocks.py', 'from .multihead import MultiHeadAttention, MultiHeadSelfAttention\n',
@@ -66,21 +66,21 @@ PITFALLS = (
             source='harvardnlp/annotated-transformer#122'),
     pitfall('pre_ln_residual_from_normalized_input', 'encoder',
             'The Pre-LN block overwrites x with norm1(x) and adds the attention to that, norm(x) + '
-            'attn(norm(x)): the residual must carry the raw input, x + attn(norm1(x)).',
+        "attn(norm(x)): the residual must carry the raw input, x + attn(norm1(x)).",
             ('blocks.py', '            attn_out, attn_weights = self.self_attn(self.norm1(x), mask, kv_cache=kv_cache)\n            x = x + self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))\n',
              '            x = self.norm1(x)  # the residual now starts from the normalised x\n            attn_out, attn_weights = self.self_attn(x, mask, kv_cache=kv_cache)\n            x = x + self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))\n'),
             source='Howuhh/faster-trajectory-transformer#3'),
     pitfall('sublayer_output_normalized_before_residual', 'encoder',
             "LayerNorm is applied to the sublayer's output, x + drop(norm(attn(x))), instead of its "
             'input: Pre-LN normalises what goes into the sublayer, x + drop(attn(norm1(x))); Post-LN '
-            'normalises the sum, norm1(x + drop(attn(x))).',
+        "normalises the sum, norm1(x + drop(attn(x))).",
             ('blocks.py', '            attn_out, attn_weights = self.self_attn(self.norm1(x), mask, kv_cache=kv_cache)\n            x = x + self.dropout(attn_out)\n            x = x + self.dropout(self.ffn(self.norm2(x)))\n',
              '            attn_out, attn_weights = self.self_attn(x, mask, kv_cache=kv_cache)\n            x = x + self.dropout(self.norm1(attn_out))\n            x = x + self.dropout(self.norm2(self.ffn(x)))\n'),
             source='keitakurita/Practical_NLP_in_PyTorch#1'),
     pitfall('layernorm_created_in_forward', 'encoder',
             'The block builds a new nn.LayerNorm inside forward, so its weight and bias are always 1 '
             'and 0, never trained, and norm1/norm2 are never used. Create the LayerNorms in __init__ '
-            'and call self.norm1 / self.norm2.',
+        "and call self.norm1 / self.norm2.",
             ('blocks.py', 'attn_out, attn_weights = self.self_attn(self.norm1(x), mask, kv_cache=kv_cache)',
              'attn_out, attn_weights = self.self_attn(nn.LayerNorm(self.d_model).to(x)(x), mask, kv_cache=kv_cache)'),
             ('blocks.py', 'x = x + self.dropout(self.ffn(self.norm2(x)))',
@@ -91,7 +91,7 @@ PITFALLS = (
     pitfall('layernorm_over_sequence_and_features', 'encoder',
             'The LayerNorm normalises over the sequence and the features together (normalized_shape = '
             'x.shape[1:]): each position must be normalised on its own, over the last dimension only '
-            '(nn.LayerNorm(d_model)).',
+        "(nn.LayerNorm(d_model)).",
             ('blocks.py', 'import torch.nn as nn\n',
              'import torch.nn as nn\nimport torch.nn.functional as F\n\n\ndef _norm_over_sequence(norm, x):\n    """Statistics over (L, D) together, then the LayerNorm\'s own weight and bias."""\n    return F.layer_norm(x, x.shape[1:]) * norm.weight + norm.bias\n'),
             ('blocks.py', 'attn_out, attn_weights = self.self_attn(self.norm1(x), mask, kv_cache=kv_cache)',
@@ -143,5 +143,8 @@ RECHECKS = tuple(
 
 COMPONENT = Component(
     "encoder", label="enc", points=10, order=5, depends_on=("mha", "ffn"),
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "spec_tests/test_torch_oracle.py::test_encoder_block_matches_torch",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

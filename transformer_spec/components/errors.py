@@ -178,5 +178,6 @@ COMPONENT = Component(
     "errors", label="err", points=6, order=11, depends_on=(),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour,
     why_no_names="the argument checks belong to the other components' names; their tests are graded here",
+    why_no_values="its tests are argument checks: it computes nothing of its own",
     rechecks=RECHECKS,
 )

@@ -40,7 +40,7 @@ PITFALLS = (
     pitfall('ffn_hidden_size_ignores_d_ff', 'ffn',
             'The feed-forward never uses d_ff: its hidden layer has d_model units. The first linear '
             'widens to d_ff and the second maps back, Linear(d_model, d_ff) then Linear(d_ff, '
-            'd_model).',
+        "d_model).",
             ('feedforward.py', 'self.linear1 = nn.Linear(d_model, d_ff)  # widen, usually 4x',
              'self.linear1 = nn.Linear(d_model, d_model)  # d_ff unused'),
             ('feedforward.py', 'self.linear2 = nn.Linear(d_ff, d_model)  # back to d_model',
@@ -86,5 +86,8 @@ RECHECKS = tuple(Recheck("ffn" if dtype == "float64" else f"ffn[{dtype}]", "ffn"
 
 COMPONENT = Component(
     "ffn", label="ffn", points=6, order=4, depends_on=(),
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "spec_tests/test_torch_oracle.py::test_feed_forward_matches_torch",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

@@ -104,5 +104,8 @@ RECHECKS = (
 
 COMPONENT = Component(
     "get_batch", label="batch", points=3, order=33, depends_on=(), tracks=("modern",), optional=True,
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "properties/modern/test_batch_laws.py::test_get_batch_gives_windows_and_the_tokens_after_them",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

@@ -136,5 +136,11 @@ RECHECKS = (
 
 COMPONENT = Component(
     "gqa", label="gqa", points=18, order=24, depends_on=("attention", "rotary"), tracks=("modern",),
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "spec_tests/modern/test_oracles.py::test_multi_head_attention_with_rope_in_float32_matches_its_formula",
+        "spec_tests/modern/test_oracles.py::test_multi_head_attention_without_rope_in_float32_matches_its_formula",
+        "spec_tests/modern/test_oracles.py::test_gqa_matches_torch_sdpa_with_enable_gqa",
+        "spec_tests/modern/test_golden.py::test_gqa_pairs_consecutive_query_heads_with_one_kv_head",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

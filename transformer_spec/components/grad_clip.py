@@ -95,5 +95,8 @@ RECHECKS = (
 
 COMPONENT = Component(
     "grad_clip", label="clip", points=4, order=30, depends_on=(), tracks=("modern",), optional=True,
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "properties/modern/test_optimizer_laws.py::test_clipping_scales_every_gradient_to_the_maximum_norm",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

@@ -90,5 +90,10 @@ RECHECKS = (
 
 COMPONENT = Component(
     "llama_block", label="lblk", points=10, order=25, depends_on=("rmsnorm", "gqa", "swiglu"), tracks=("modern",),
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "spec_tests/modern/test_oracles.py::test_llama_block_in_float32_matches_its_formula",
+        "spec_tests/modern/test_oracles.py::test_llama_block_matches_its_formula",
+        "properties/modern/test_llama_laws.py::test_llama_block_is_its_own_sublayers_composed_pre_norm",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

@@ -123,5 +123,12 @@ RECHECKS = (
 
 COMPONENT = Component(
     "llama_generate", label="lgen", points=10, order=27, depends_on=("minillama",), tracks=("modern",),
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "spec_tests/modern/test_generate.py::test_greedy_tokens_are_the_argmax_of_the_models_own_logits",
+        "spec_tests/modern/test_generate.py::test_greedy_with_sharp_attention_is_the_argmax_of_the_models_own_logits",
+        "spec_tests/modern/test_generate.py::test_greedy_with_a_large_eps_after_two_token_prompts_is_the_argmax_of_the_models_own_logits",
+        "spec_tests/modern/test_generate.py::test_top_k_samples_only_the_k_best",
+        "properties/modern/test_llama_laws.py::test_llama_generate_greedy_is_the_argmax_of_the_models_own_logits",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

@@ -63,5 +63,9 @@ RECHECKS = (
 
 COMPONENT = Component(
     "lr_schedule", label="lrs", points=3, order=32, depends_on=(), tracks=("modern",), optional=True,
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "properties/modern/test_optimizer_laws.py::test_cosine_lr_follows_half_a_cosine_to_the_minimum",
+        "properties/modern/test_optimizer_laws.py::test_cosine_lr_warms_up_linearly",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

@@ -45,7 +45,7 @@ PITFALLS = (
     # mined from public implementations (issue 27): each cites where the mistake was made
     pitfall('padding_mask_pad_id_hardcoded_zero', 'masks',
             'The padding mask compares the tokens with 0 instead of pad_id: with any other pad id the '
-            'real pads are attended and every token 0 is blocked. Use tokens == pad_id.',
+        "real pads are attended and every token 0 is blocked. Use tokens == pad_id.",
             ('masks.py', 'return (tokens == pad_id)[:, None, None, :]  # (B, 1, 1, L)',
              'return (tokens == 0)[:, None, None, :]  # (B, 1, 1, L), pad id hard-coded'),
             source='graykode/nlp-tutorial 5-1.Transformer/Transformer-Torch.py@0e67ef8d1f55ab8ae6acbde709e23c32ff63115d'),
@@ -79,5 +79,11 @@ RECHECKS = (
 
 COMPONENT = Component(
     "masks", label="mask", points=6, order=2, depends_on=(), tracks=("classic", "modern"),
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "spec_tests/test_behaviours.py::test_padding_mask_is_true_at_pad_tokens",
+        "spec_tests/test_seed000_facts.py::test_causal_mask_4_as_printed_in_7_1",
+        "properties/test_position_and_mask_laws.py::test_causal_mask_blocks_exactly_the_future",
+        "properties/test_position_and_mask_laws.py::test_padding_mask_blocks_exactly_the_padded_keys",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

@@ -76,7 +76,7 @@ PITFALLS = (
     pitfall('softmax_over_heads_and_keys', 'mha',
             'The scores of all heads are flattened together before the softmax, so the weights are '
             'normalised over heads x keys jointly: each head must have its own softmax over the keys '
-            '(dim=-1 of (B, H, Lq, Lk)).',
+        "(dim=-1 of (B, H, Lq, Lk)).",
             ('multihead.py', 'import torch.nn as nn\n',
              'import math\n\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n'),
             ('multihead.py', 'from ._validation import check_dropout, check_features, check_heads\n',
@@ -87,14 +87,14 @@ PITFALLS = (
     pitfall('output_projection_created_in_forward', 'mha',
             'The output projection is a new nn.Linear built inside forward: its random weights change '
             'on every call and are never trained (W_O stays unused). Build W_O once in __init__ and '
-            'call self.W_O.',
+        "call self.W_O.",
             ('multihead.py', 'return self.W_O(concat), weights  # (B, Lq, D), (B, H, Lq, Lk)',
              'W_O = nn.Linear(self.d_model, self.d_model, bias=False).to(concat)  # new every call\n        return W_O(concat), weights'),
             source='graykode/nlp-tutorial 5-1.Transformer/Transformer-Torch.py@0e67ef8d1f55ab8ae6acbde709e23c32ff63115d'),
     pitfall('kv_heads_split_with_query_length', 'mha',
             "The keys and values are split into heads with the query's shape, view(B, Lq, -1, d_k): "
             'in cross-attention, where Lk != Lq, this infers a wrong number of heads or fails. Split '
-            'key and value with their own length, view(B, Lk, H, d_k).',
+        "key and value with their own length, view(B, Lk, H, d_k).",
             ('multihead.py', 'K = self.W_K(key).view(B, Lk, self.num_heads, self.d_k).transpose(1, 2)',
              "K = self.W_K(key).view(B, Lq, -1, self.d_k).transpose(1, 2)  # the query's shape"),
             ('multihead.py', 'V = self.W_V(value).view(B, Lk, self.num_heads, self.d_k).transpose(1, 2)',
@@ -168,5 +168,12 @@ RECHECKS = (
 
 COMPONENT = Component(
     "mha", label="mha", points=14, order=3, depends_on=("attention",),
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "spec_tests/test_torch_oracle.py::test_multihead_attention_matches_torch",
+        "spec_tests/test_torch_oracle.py::test_multihead_self_attention_matches_torch",
+        "spec_tests/test_seed001_worked_example.py::test_worked_example_through_one_head_self_attention",
+        "properties/test_mha_laws.py::test_multihead_attention_heads_decompose_into_single_head_attentions",
+        "properties/test_mha_laws.py::test_multihead_attention_single_identity_head_equals_attention",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

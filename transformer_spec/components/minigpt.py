@@ -57,13 +57,13 @@ PITFALLS = (
     pitfall('weight_tying_by_copy', 'minigpt',
             'The head gets a copy of the embedding matrix, nn.Parameter(W.clone()), instead of the '
             'same tensor: the two drift apart in training and the model has an extra vocab x D '
-            'parameter. Tie them, self.lm_head.weight = self.token_embed.weight.',
+        "parameter. Tie them, self.lm_head.weight = self.token_embed.weight.",
             ('minigpt.py', 'self.lm_head.weight = self.token_embed.weight',
              'self.lm_head.weight = nn.Parameter(self.token_embed.weight.detach().clone())  # a copy'),
             source='rasbt/LLMs-from-scratch#822'),
     pitfall('minigpt_blocks_ignore_d_ff', 'minigpt',
             'MiniGPT does not pass d_ff to its blocks, which always use 4 * d_model: '
-            'MiniGPT(d_ff=...) must build TransformerEncoderBlock(d_model, num_heads, d_ff, dropout).',
+        "MiniGPT(d_ff=...) must build TransformerEncoderBlock(d_model, num_heads, d_ff, dropout).",
             ('minigpt.py', '[TransformerEncoderBlock(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)]',
              '[TransformerEncoderBlock(d_model, num_heads, 4 * d_model, dropout) for _ in range(num_layers)]'),
             source='HorizonRobotics/alf#1299'),
@@ -139,5 +139,10 @@ RECHECKS = (
 
 COMPONENT = Component(
     "minigpt", label="gpt", points=10, order=8, depends_on=("encoder", "position"),
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "spec_tests/test_snapshots.py::test_minigpt_logits_snapshot",
+        "spec_tests/test_snapshots.py::test_minigpt_attention_maps_snapshot",
+        "spec_tests/test_snapshots.py::test_minigpt_prefix_logits_snapshot",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

@@ -96,5 +96,10 @@ RECHECKS = (
 
 COMPONENT = Component(
     "minillama", label="llama", points=14, order=26, depends_on=("llama_block",), tracks=("modern",),
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "spec_tests/modern/test_oracles.py::test_minillama_in_float32_matches_its_formula",
+        "spec_tests/modern/test_oracles.py::test_minillama_logits_match_its_formula",
+        "properties/modern/test_llama_laws.py::test_minillama_is_its_own_layers_composed",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

@@ -44,35 +44,35 @@ PITFALLS = (
     pitfall('pe_indexed_by_batch', 'position',
             'The position encoding is sliced by the batch size, pe[:B], with a (max_len, 1, D) layout '
             'made for (L, B, D) inputs: with batch-first (B, L, D) inputs every token of sequence b '
-            'gets PE[b]. Slice the positions by the length, x + pe[:, :L].',
+        "gets PE[b]. Slice the positions by the length, x + pe[:, :L].",
             ('position.py', 'return x + self.pe[:, start : start + x.size(1)].to(x.dtype)',
              'return x + self.pe[0, start : start + x.size(0)].unsqueeze(1).to(x.dtype)  # (B, 1, D)'),
             source='cmu-l3/anlp-fall2025-code#1'),
     pitfall('pe_single_position_added_to_all_tokens', 'position',
             'The encoding indexes the table with the length instead of slicing it, pe[:, L] instead '
             'of pe[:, :L]: every token gets the one vector of position L (and L = max_len is out of '
-            'range). Add pe[:, :L], one row per position.',
+        "range). Add pe[:, :L], one row per position.",
             ('position.py', 'return x + self.pe[:, start : start + x.size(1)].to(x.dtype)',
              'return x + self.pe[:, start + x.size(1), :].to(x.dtype)  # one row, broadcast to every token'),
             source='DiffPoseTalk/DiffPoseTalk#20'),
     pitfall('pe_exponent_from_feature_index', 'position',
             'The frequency uses the feature index j itself, 10000^(2j/D), so sin at 2i gets exponent '
             '4i/D and cos at 2i+1 gets (4i+2)/D: a sin/cos pair must share one frequency, '
-            '10000^(2i/D) with i the pair index (j // 2).',
+        "10000^(2i/D) with i the pair index (j // 2).",
             ('position.py', '        pe[:, 0::2] = torch.sin(position * div_term)  # even features: sin\n        pe[:, 1::2] = torch.cos(position * div_term[: d_model // 2])  # odd features: cos\n',
              '        feature = torch.arange(d_model, dtype=torch.float64)  # j = 0 .. D-1\n        angle = position / torch.pow(10000.0, 2 * feature / d_model)  # exponent 2j/D, j the feature\n        pe[:, 0::2] = torch.sin(angle[:, 0::2])\n        pe[:, 1::2] = torch.cos(angle[:, 1::2])\n'),
             source='jadore801120/attention-is-all-you-need-pytorch#32'),
     pitfall('pe_cos_frequency_from_odd_index', 'position',
             'The cosines use their own odd feature index in the exponent, 10000^((2i+1)/D), so each '
             'cos has a different frequency from its sin: PE[pos, 2i+1] = cos(pos / 10000^(2i/D)), the '
-            'same frequency as PE[pos, 2i].',
+        "same frequency as PE[pos, 2i].",
             ('position.py', 'pe[:, 1::2] = torch.cos(position * div_term[: d_model // 2])',
              'pe[:, 1::2] = torch.cos(position / torch.pow(10000.0, torch.arange(1, d_model, 2, dtype=torch.float64) / d_model))'),
             source='maxjcohen/transformer#62'),
     pitfall('pe_odd_d_model_crashes', 'position',
             'With an odd d_model the cos columns (1::2) are one fewer than the sin columns, so '
             'assigning cos(position * div_term) raises a size mismatch: use div_term[:d_model // 2] '
-            'for the cosines.',
+        "for the cosines.",
             ('position.py', 'pe[:, 1::2] = torch.cos(position * div_term[: d_model // 2])',
              'pe[:, 1::2] = torch.cos(position * div_term)'),
             source='codertimo/BERT-pytorch#78'),
@@ -118,5 +118,11 @@ RECHECKS = (Recheck("sinusoidal", "position",
 
 COMPONENT = Component(
     "position", label="pos", points=8, order=7, depends_on=(),
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "spec_tests/test_learned_position_embedding.py",
+        "spec_tests/test_seed000_facts.py::test_sinusoidal_position_0_is_0_1_0_1",
+        "spec_tests/test_seed000_facts.py::test_sinusoidal_hand_computed_entries",
+        "spec_tests/test_seed000_facts.py::test_sinusoidal_wavelengths_run_from_2pi_to_10000_2pi",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

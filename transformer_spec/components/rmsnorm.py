@@ -122,5 +122,11 @@ RECHECKS = (
 
 COMPONENT = Component(
     "rmsnorm", label="rms", points=10, order=21, depends_on=(), tracks=("modern",),
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "spec_tests/modern/test_golden.py::test_rmsnorm_of_1_2_2_4_with_eps_2_75",
+        "spec_tests/modern/test_oracles.py::test_rmsnorm_matches_torch_rms_norm",
+        "spec_tests/modern/test_behaviours.py::test_rmsnorm_computes_half_inputs_in_float32",
+        "properties/modern/test_rmsnorm_laws.py::test_rmsnorm_with_unit_weight_keeps_each_direction_at_root_mean_square_one",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

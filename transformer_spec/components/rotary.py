@@ -124,5 +124,13 @@ RECHECKS = (
 
 COMPONENT = Component(
     "rotary", label="rope", points=16, order=22, depends_on=(), tracks=("modern",),
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "spec_tests/modern/test_golden.py::test_rotary_turns_a_4_dim_vector_at_positions_0_1_2",
+        "spec_tests/modern/test_golden.py::test_rotary_uses_its_theta_and_the_positions_given",
+        "spec_tests/modern/test_oracles.py::test_rotary_matches_the_complex_rotation",
+        "spec_tests/modern/test_behaviours.py::test_rotary_positions_by_sequence_and_far_from_0",
+        "spec_tests/modern/test_behaviours.py::test_rotary_float32_input_at_large_positions",
+        "properties/modern/test_rotary_laws.py::test_rotary_pair_i_turns_by_p_times_theta_to_the_minus_2i_over_head_dim",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

@@ -45,14 +45,14 @@ PITFALLS = (
     pitfall('seq2seq_causal_mask_sized_by_batch', 'seq2seq',
             "The target's causal mask is built from tgt.size(0), the batch size, as in seq-first "
             'code: with batch-first tokens it must be causal_mask(tgt.size(1)), the target length '
-            '(with batch size 1 the target is not masked at all).',
+        "(with batch size 1 the target is not masked at all).",
             ('seq2seq.py', 'tgt_mask = causal_mask(tgt.size(1), device=tgt.device)',
              'tgt_mask = causal_mask(tgt.size(0), device=tgt.device)  # the batch size'),
             source='pytorch/pytorch#115472'),
     pitfall('seq2seq_target_embedded_with_source_embedding', 'seq2seq',
             'The target tokens are embedded with the source embedding: the two vocabularies differ (a '
             'target id >= src_vocab_size fails) and the decoder learns the wrong table. Embed tgt '
-            'with its own tgt_embed.',
+        "with its own tgt_embed.",
             ('seq2seq.py', 'x = self.pos_encoding(self.tgt_embed(tgt) * scale)',
              'x = self.pos_encoding(self.src_embed(tgt) * scale)'),
             source='IpsumDominum/Pytorch-Simple-Transformer#1'),
@@ -185,5 +185,9 @@ RECHECKS = (
 
 COMPONENT = Component(
     "seq2seq", label="s2s", points=8, order=10, depends_on=("masks", "encoder", "decoder", "position"),
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "spec_tests/test_snapshots.py::test_seq2seq_logits_snapshot",
+        "properties/test_model_laws.py::test_seq2seq_logits_depend_on_each_real_source_token_and_on_the_target_token",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

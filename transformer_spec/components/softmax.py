@@ -53,5 +53,8 @@ RECHECKS = (
 
 COMPONENT = Component(
     "softmax", label="smax", points=3, order=28, depends_on=(), tracks=("modern",), optional=True,
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "properties/modern/test_loss_laws.py::test_softmax_is_exp_over_its_sum_along_dim",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )

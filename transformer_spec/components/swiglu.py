@@ -78,5 +78,10 @@ RECHECKS = (
 
 COMPONENT = Component(
     "swiglu", label="swig", points=8, order=23, depends_on=(), tracks=("modern",),
+    values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)
+        "spec_tests/modern/test_golden.py::test_swiglu_on_integer_weights",
+        "spec_tests/modern/test_oracles.py::test_swiglu_matches_its_formula_with_torch_silu",
+        "properties/modern/test_swiglu_laws.py::test_swiglu_gates_w3_x_with_silu_of_w1_x",
+    ),
     names=NAMES, pitfalls=PITFALLS, behaviour=behaviour, rechecks=RECHECKS,
 )
