@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 
-from transformer_spec import contract, loader, recheck, registry, tracks
+from transformer_spec import contract, loader, placeholders, recheck, registry, tracks
 from transformer_spec.layout import ROOT
 from transformer_spec.patching import load_patched_reference
 from transformer_spec.variations import CATALOGUE
@@ -78,16 +78,22 @@ def test_rechecks_agree_with_every_allowed_variation(variation, expected, tmp_pa
 
 @pytest.fixture(scope="module")
 def broken(tmp_path_factory):
-    """Pitfall name -> the reference with that mistake (every pitfall of a re-checked component)."""
+    """Pitfall name -> the reference with that mistake (every pitfall of a re-checked component, and its
+    placeholder: its output replaced by zeros, transformer_spec/placeholders.py)."""
     root = tmp_path_factory.mktemp("pitfalls")
     return {p.name: load_patched_reference(root, p.patches, f"p_{p.name}")
-            for c in {r.component for r in CHECKS} for p in registry.get(c).pitfalls}
+            for c in {r.component for r in CHECKS} for p in _mistakes(c)}
+
+
+def _mistakes(component: str) -> list:
+    """The pitfalls of ``component`` and its placeholder (a re-check of a law a constant fails refutes that one)."""
+    return [*registry.get(component).pitfalls, *placeholders.rows([component])]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda r: r.name)
 def test_each_recheck_fails_a_pitfall_of_its_component(check, broken, expected):
     """Some pitfall of the component is caught on each of three seeds (not by one lucky draw)."""
-    caught = [p.name for p in registry.get(check.component).pitfalls
+    caught = [p.name for p in _mistakes(check.component)
               if len(_disagreements(broken[p.name], [check], SEEDS[:3], expected)) == 3]
     assert caught, f"re-check {check.name} agrees with every pitfall of {check.component}: it cannot fail"
 

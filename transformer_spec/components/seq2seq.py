@@ -172,7 +172,39 @@ def _future_target(mod, seed):
                                                                          model(src, tgt)[:, : t + 1]))
 
 
+def _reads_its_inputs(mod, seed):
+    """test_seq2seq_logits_depend_on_each_real_source_token_and_on_the_target_token: one real source token
+    changed, then one target token; how far each target position's logits move, in units of the law's "no
+    change" (``tiny``, as the test computes it)."""
+    g = inputs.generator(seed + 1)
+    b, ls, lt = (int(_ints(lo, hi, (), g)) for lo, hi in ((1, 2), (1, 5), (1, 5)))
+    src, tgt = _ints(1, 4, (b, ls), g), _ints(0, 6, (b, lt), g)
+    i, t = int(_ints(0, ls - 1, (), g)), int(_ints(0, lt - 1, (), g))
+    model = _seeded(mod, seed, src_vocab_size=6, tgt_vocab_size=7, d_model=8, num_heads=2, d_ff=8, max_len=10)
+    logits = model(src, tgt)
+    other_src, other_tgt = src.clone(), tgt.clone()
+    other_src[:, i] = src[:, i] % 4 + 1
+    other_tgt[:, t] = (tgt[:, t] + 1) % 7
+    tiny = 1e-5 * (1.0 + float(logits.detach().abs().max()))
+    return recheck.as_numpy(source_moves=(model(other_src, tgt) - logits).abs().amax(dim=-1) / tiny,
+                            target_moves=(model(src, other_tgt) - logits).abs().amax(dim=-1)[:, t] / tiny)
+
+
+def reads_its_inputs_law(answer: dict, reference: dict) -> str | None:
+    """The secret twin judged as its test judges: every move above the law's "no change" (1 here)."""
+    for key, what in (("source_moves", "one real source token"), ("target_moves", "target token t")):
+        moves = answer.get(key)
+        if moves is None:
+            return f"{key} missing"
+        if not (moves > 1).all():
+            return f"changing {what} left logits unchanged (moves {moves.round(3).tolist()}, in units of no change)"
+    return None
+
+
 RECHECKS = (
+    Recheck("seq2seq[reads_its_inputs]", "seq2seq",
+            (f"{LAWS}test_model_laws.py::test_seq2seq_logits_depend_on_each_real_source_token_and_on_the_target_token",),
+            _reads_its_inputs, law=reads_its_inputs_law),
     Recheck("seq2seq[source_padding]", "seq2seq",
             (f"{LAWS}test_model_laws.py::test_seq2seq_source_padding_does_not_change_logits",), _source_padding),
     Recheck("seq2seq[interior_pad]", "seq2seq",
