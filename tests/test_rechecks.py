@@ -180,3 +180,30 @@ def test_a_recheck_judged_by_a_law_has_no_public_replay():
     passes honest code whose other parts differ from the reference, so its replay would call it false."""
     both = [r.name for r in registry.rechecks() if r.law is not None and r.public is not None]
     assert both == [], f"re-checks judged by a law but with a public replay: {both}"
+
+
+EVERY_SECOND_CALL = ALWAYS_RAISES.replace('''def _raise(*args, **kwargs):
+    raise ValueError(f"invalid argument: check {ARGUMENTS}")''', '''_CALLS = [0]
+
+
+def _raise(*args, **kwargs):
+    _CALLS[0] += 1
+    if _CALLS[0] % 2 == 0:
+        raise ValueError(f"invalid argument: check {ARGUMENTS}")''').replace('''class _Raises(torch.nn.Module):
+    def __init__(self, *args, **kwargs):
+        _raise()''', '''class _Raises(torch.nn.Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        _raise()''')
+
+
+def test_errors_rechecks_are_not_fooled_by_raising_on_every_second_call(tmp_path, expected):
+    """Issue 45, attack 11: constructors that raise a ValueError naming every argument on every second call
+    (the bad call came second in every re-check) pass no errors re-check on every seed: the secret seed draws how
+    many valid calls come before the bad one, and one comes after it."""
+    path = tmp_path / "every_second_call.py"
+    path.write_text(f"NAMES = {' '.join(contract.top_level())!r}\n" + EVERY_SECOND_CALL)
+    sub = loader.load(str(path))
+    errors = [r for r in CHECKS if r.component == "errors"]
+    refuted = [check.name for check in errors if _disagreements(sub, [check], SEEDS[:3], expected)]
+    assert len(refuted) == len(errors), sorted({c.name for c in errors} - set(refuted))

@@ -69,17 +69,13 @@ BAD = "spec_tests/test_bad_arguments.py::test_bad_argument_raises_an_error_namin
 BEHAVIOURS = "spec_tests/test_behaviours.py::"
 
 
-def outcome(call, valid, *names: str) -> dict[str, np.ndarray]:
-    """Whether ``valid()`` was accepted (not rejected naming one of ``names``), whether ``call()`` raised ValueError or TypeError, and whether
-    its message names one of ``names``."""
-    accepted = True
-    try:
-        valid()
-    except loader.SubmissionError:
-        raise  # a name not submitted (or a refused call) is the child's to report, not a wrong answer
-    except Exception as exc:  # noqa: BLE001 - rejecting the valid arguments is a wrong answer (testing.assert_accepts)
-        accepted = not testing.rejects_naming(exc, names)
+def outcome(call, valid, *names: str, before: int = 1) -> dict[str, np.ndarray]:
+    """Whether ``valid()`` was accepted (not rejected naming one of ``names``) every time, called ``before`` times
+    before ``call()`` and once after it; whether ``call()`` raised ValueError or TypeError, and whether its message
+    names one of ``names``. The re-check draws ``before`` from the secret seed (issue 45, attack 11): code that
+    raises on every second call, or on every call of a re-check but the first, cannot know which call is the bad one."""
     raised = named = False
+    accepted = all([_accepts(valid, names) for _ in range(before)])
     try:
         call()
     except loader.SubmissionError:
@@ -89,8 +85,20 @@ def outcome(call, valid, *names: str) -> dict[str, np.ndarray]:
         raised, named = True, any(n.lower() in message for n in names)
     except Exception:  # noqa: BLE001 - another kind of error is a wrong answer
         pass
+    accepted = _accepts(valid, names) and accepted
     return {"valid_arguments_accepted": np.array([accepted]), "raised_value_or_type_error": np.array([raised]),
             "message_names_the_argument": np.array([named])}
+
+
+def _accepts(valid, names) -> bool:
+    """Whether ``valid()`` runs without being rejected naming one of ``names``."""
+    try:
+        valid()
+    except loader.SubmissionError:
+        raise  # a name not submitted (or a refused call) is the child's to report, not a wrong answer
+    except Exception as exc:  # noqa: BLE001 - rejecting the valid arguments is a wrong answer (testing.assert_accepts)
+        return not testing.rejects_naming(exc, names)
+    return True
 
 
 def _draw(seed: int):
@@ -102,8 +110,9 @@ def _case(build):
     """A re-check from ``build(impl, draw) -> (call, valid, names)``, ``draw(low, high)`` an int from
     the seed, ``valid`` the same call with a valid argument in the bad one's place."""
     def run(mod, seed):
-        call, valid, names = build(mod, _draw(seed))
-        return outcome(call, valid, *names)
+        draw = _draw(seed)
+        call, valid, names = build(mod, draw)
+        return outcome(call, valid, *names, before=draw(0, 2))
     return run
 
 
