@@ -162,3 +162,27 @@ def test_the_student_command_check_reads_a_kill_matrix_and_names_a_bad_one(tmp_p
     with pytest.raises(SystemExit):  # nothing to check is no success
         student_command.main([str(bad)])
     assert "no row graded with status ok: nothing to check" in capsys.readouterr().err
+
+
+def test_every_placeholder_applies_and_computes_nothing(tmp_path):
+    """Each placeholder row (transformer_spec/placeholders.py) applies to the reference, and the component it
+    names then returns zeros, its input or ones of the right shape: what the kill matrix's `kept` column grades."""
+    import torch
+
+    from transformer_spec import placeholders
+    from transformer_spec.patching import load_patched_reference
+
+    rows = placeholders.rows(placeholders.components_of("classic", "contract", True), every=True)
+    assert {p.component for p in rows} == set(placeholders.components_of("classic", "contract", True))
+    by_name = {p.name: p for p in rows}
+    x = torch.randn(2, 3, 8)
+    for kind, expected in (("zeros", torch.zeros_like(x)), ("input", x), ("constant", torch.ones_like(x))):
+        impl = load_patched_reference(tmp_path, by_name[f"placeholder_{kind}_ffn"].patches, kind)
+        out = impl.FeedForward(8, 16, dropout=0.0).eval()(x)
+        assert out.shape == x.shape and torch.equal(out, expected), kind
+    impl = load_patched_reference(tmp_path, by_name["placeholder_zeros_masks"].patches, "masks")
+    assert not impl.causal_mask(4).any()
+    tests = [{"tags": ["ffn"], "score": 1.0, "max_score": 4.0}, {"tags": ["ffn"], "score": 0.0, "max_score": 4.0},
+             {"tags": ["mha"], "score": 5.0, "max_score": 5.0}]
+    assert placeholders.kept(tests, "ffn") == 0.125 and placeholders.kept(tests, "seq2seq") is None
+    assert placeholders.within(0.2) and not placeholders.within(0.21)
