@@ -1,5 +1,7 @@
 """The pitfall catalogue is well-formed and every patch still applies to the reference."""
 
+from pathlib import Path
+
 import pytest
 from hypothesis import Phase, settings
 
@@ -12,6 +14,7 @@ from transformer_spec import (
 from transformer_spec.patching import PatchError, load_patched_reference, write_patched_reference
 from transformer_spec.pitfalls import by_name, catalogue, check_catalogue
 
+ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE = catalogue()
 BY_NAME = by_name()
 COMPONENTS = registry.names()
@@ -186,3 +189,52 @@ def test_every_placeholder_applies_and_computes_nothing(tmp_path):
              {"tags": ["mha"], "score": 5.0, "max_score": 5.0}]
     assert placeholders.kept(tests, "ffn") == 0.125 and placeholders.kept(tests, "seq2seq") is None
     assert placeholders.within(0.2) and not placeholders.within(0.21)
+
+
+def test_the_no_shrink_profile_is_grading_without_its_shrink_phase():
+    """The placeholder rows' profile (tools.mutants grades them with it): grading's examples, seeds and phases
+    but shrinking, so each test passes or fails as under grading (a test fails at its first failing example)."""
+    grading, quick = settings.get_profile("grading"), settings.get_profile(hypothesis_profiles.NO_SHRINK_PROFILE)
+    assert Phase.shrink in grading.phases and list(quick.phases) == [p for p in grading.phases if p != Phase.shrink]
+    for attr in ("max_examples", "derandomize", "database", "deadline", "suppress_health_check"):
+        assert getattr(quick, attr) == getattr(grading, attr), attr
+    assert hypothesis_profiles.NO_SHRINK_PROFILE in hypothesis_profiles.PROFILES
+
+
+@pytest.mark.slow
+def test_a_placeholder_passes_and_fails_the_same_tests_without_shrinking(tmp_path):
+    """What the kill matrix's placeholder rows rely on, on a real run: the zeros placeholder of attention
+    (it fails most of the attention laws, each shrinking under grading) gets the same status on every test
+    of the attention properties under ``no-shrink`` as under ``grading``."""
+    import json
+    import subprocess
+    import sys
+
+    from transformer_spec import placeholders
+
+    row = next(p for p in placeholders.rows(["attention"]) if p.component == "attention")
+    write_patched_reference(tmp_path, row.patches, "impl")
+    statuses = {}
+    for profile in ("grading", hypothesis_profiles.NO_SHRINK_PROFILE):
+        out = tmp_path / f"{profile}.json"
+        subprocess.run([sys.executable, "-m", "pytest", "properties/test_attention_laws.py", "-q", "-p", "no:cacheprovider",
+                        f"--impl={tmp_path / 'impl'}", "--grade-json", str(out), "--hypothesis-profile", profile],
+                       cwd=ROOT, capture_output=True, timeout=600)
+        statuses[profile] = {t["name"]: t["status"] for t in json.loads(out.read_text())["tests"]}
+    assert statuses["grading"] == statuses[hypothesis_profiles.NO_SHRINK_PROFILE]
+    assert "failed" in statuses["grading"].values() and "passed" in statuses["grading"].values()
+
+
+def test_the_placeholder_rows_are_a_class_of_their_own_graded_without_shrinking(monkeypatch):
+    """Their verdict is each test's pass or fail (``kept``), so ``run_all`` grades them under ``no-shrink``
+    while the other rows keep the profile asked for (``grading``: what a student is graded with)."""
+    from transformer_spec import placeholders
+
+    seen = []
+    monkeypatch.setattr(mutants, "_graded", lambda items, profile, *a: seen.append((len(items), profile)) or {})
+    holders = placeholders.rows(["ffn"])
+    mutants.run_all([BY_NAME["relu_instead_of_gelu"]], placeholder_rows=holders)
+    assert seen == [(3, "grading"), (len(holders), hypothesis_profiles.NO_SHRINK_PROFILE)]
+    seen.clear()
+    mutants.run_all([], profile="mutation", placeholder_rows=holders)  # no shrinking anyway: one profile
+    assert seen == [(2, "mutation"), (len(holders), "mutation")]

@@ -35,7 +35,6 @@ No early stop: every run goes to the end, so the matrix shows every component th
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shutil
 import sys
@@ -45,13 +44,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import hypothesis.errors
+from hypothesis import Phase, settings
 
 from tools.grade.batch import grade_class
 from tools.grade.settings import DEFAULT_TESTS, Limits, Settings
-from tools.mutants_table import format_matrix, print_row
+from tools.mutants_table import format_matrix, matrix_json, print_row
 from transformer_spec import layout, placeholders, profiles, registry, rubric, tracks
 from transformer_spec.failures import COURSE_EXAMPLE_HEADING, EXAMPLE_HEADING
-from transformer_spec.hypothesis_profiles import GRADING_PROFILE, PROFILES
+from transformer_spec.hypothesis_profiles import GRADING_PROFILE, NO_SHRINK_PROFILE, PROFILES
 from transformer_spec.outcomes import Kind
 from transformer_spec.patching import write_patched_reference
 from transformer_spec.registry import Pitfall
@@ -237,22 +237,30 @@ def row_of(item: Pitfall | Variation | str, record) -> Row:
     return row
 
 
-def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, profile: str = PROFILE,
-            track: str = tracks.DEFAULT, course: str = profiles.DEFAULT, placeholder_rows=()) -> list[Row]:
-    """Grade the correct implementations and each pitfall or variation of ``pitfalls`` (in that
-    order) as one class of ``track`` through ``tools.grade`` (``jobs`` students at a time), under the
-    course profile ``course``, and then the rows of ``placeholder_rows`` (each row's ``kept``); their rows."""
-    pitfalls = [*pitfalls, *placeholder_rows]
-    items = [*CORRECT, *pitfalls]
-    unseen = getattr(_catalogue(course), "UNSEEN", {})
+def _graded(items: list, profile: str, track: str, course: str, jobs: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
         (folder := Path(tmp) / "class").mkdir()
         for item in items:
             write_row(item, folder, track, course)
-        settings = grader_settings(profile, track, course, optional=any(optional(item) for item in items))
-        records = grade_class(folder, Path(tmp) / "grades", settings, jobs=jobs, progress=False, class_report=False)
+        how = grader_settings(profile, track, course, optional=any(optional(item) for item in items))
+        return dict(grade_class(folder, Path(tmp) / "grades", how, jobs=jobs, progress=False, class_report=False))
+
+
+def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, profile: str = PROFILE,
+            track: str = tracks.DEFAULT, course: str = profiles.DEFAULT, placeholder_rows=()) -> list[Row]:
+    """Grade the correct implementations and each pitfall or variation of ``pitfalls`` (in that
+    order) as one class of ``track`` through ``tools.grade`` (``jobs`` students at a time), under the
+    course profile ``course``; then ``placeholder_rows`` (each row's ``kept``), a class of their own under
+    ``no-shrink`` if ``profile`` shrinks: their verdict is each test's pass or fail, which shrinking does not
+    change, and shrinking the properties a placeholder fails made each cost 2.5 rows; their rows."""
+    items = [*CORRECT, *pitfalls]
+    unseen = getattr(_catalogue(course), "UNSEEN", {})
+    records = _graded(items, profile, track, course, jobs)
+    if placeholder_rows:
+        shrinks = Phase.shrink in settings.get_profile(profile).phases
+        records.update(_graded(placeholder_rows, NO_SHRINK_PROFILE if shrinks else profile, track, course, jobs))
     rows = []
-    for item in items:
+    for item in [*items, *placeholder_rows]:
         rows.append(row_of(item, records.get(item if isinstance(item, str) else item.name)))
         if not isinstance(item, str) and not rows[-1].must_pass:
             rows[-1].unseen = unseen.get(item.name, "")
@@ -382,14 +390,7 @@ def main(argv: list[str] | None = None) -> int:
           f"reference: {rows[0].verdict}; independent implementation: {rows[1].verdict}; "
           f"{elapsed:.0f} s wall time ({args.jobs} jobs)")
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "seconds": round(elapsed, 1), "jobs": args.jobs, "track": args.track, "profile": course.name,
-            "rows": [{"name": r.name, "component": r.component, "must_pass": r.must_pass,
-                      "verdict": r.verdict, "error": r.error, "status": r.status,
-                      "class_total": r.class_total, "differs": r.differs, "unreadable": r.unreadable,
-                      "seconds": round(r.seconds, 1), "total": r.total, "failed": r.failed, "kept": r.kept}
-                     for r in rows],
-        }, indent=2) + "\n")
+        Path(args.json).write_text(matrix_json(rows, elapsed, args.jobs, args.track, course.name))
     for r in bad:
         print(f"FAIL: {r.name}: {r.verdict}" + (f" ({r.error})" if r.error else ""), file=sys.stderr)
     return 1 if bad else 0

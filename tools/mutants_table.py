@@ -1,7 +1,8 @@
-"""The kill matrix as text: a row per graded copy, a column per component (``python -m tools.mutants``)."""
+"""The kill matrix as text and as JSON: a row per graded copy, a column per component (``python -m tools.mutants``)."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from transformer_spec import tracks
@@ -35,3 +36,15 @@ def format_matrix(rows: list[Row], track: str = tracks.DEFAULT) -> list[str]:
 def print_row(row: Row) -> None:
     print(f"  {row.verdict:<8} {row.name} ({row.seconds:.1f} s)"
           + (f": {row.error}" if row.error else ""), flush=True)
+
+
+def matrix_json(rows: list[Row], seconds: float, jobs: int, track: str, profile: str) -> str:
+    """The matrix as ``--json`` writes it: the run's settings and time, and every row's verdict and failures."""
+    return json.dumps({
+        "seconds": round(seconds, 1), "jobs": jobs, "track": track, "profile": profile,
+        "rows": [{"name": r.name, "component": r.component, "must_pass": r.must_pass,
+                  "verdict": r.verdict, "error": r.error, "status": r.status,
+                  "class_total": r.class_total, "differs": r.differs, "unreadable": r.unreadable,
+                  "seconds": round(r.seconds, 1), "total": r.total, "failed": r.failed, "kept": r.kept}
+                 for r in rows],
+    }, indent=2) + "\n"

@@ -19,8 +19,13 @@ choice does not depend on the order in which plugins are configured.
 * ``mutation``: for running the whole suite once per broken copy of the reference
   (mutmut; ``python -m tools.mutants --hypothesis-profile mutation``): few examples, derandomised, no example database and
   no shrinking (``phases=[explicit, generate]``), so a killed mutant costs no time to shrink.
+* ``no-shrink``: ``grading``'s examples without its ``shrink`` phase, so each test passes or fails
+  exactly as under ``grading`` (a test fails as soon as one of its examples fails; shrinking only
+  makes that example smaller) and a failing property costs nothing more. For rows whose verdict
+  needs only each test's pass or fail: the kill matrix's placeholder rows (``tools.mutants
+  --placeholders``), which fail most properties.
 
-All four have no deadline: torch's first call takes ~350 ms, over hypothesis's 200 ms
+All five have no deadline: torch's first call takes ~350 ms, over hypothesis's 200 ms
 default, and timings on a shared machine vary. The ``too_slow`` health check is off for the
 same reason (it measures time).
 
@@ -61,7 +66,12 @@ settings.register_profile("thorough", max_examples=THOROUGH_EXAMPLES, **_COMMON)
 settings.register_profile("mutation", max_examples=MUTATION_EXAMPLES, derandomize=True, database=None,
                           phases=[Phase.explicit, Phase.generate], **_COMMON)
 
-PROFILES = ("dev", "grading", "thorough", "mutation")
+#: grading's examples and each test's pass or fail, without shrinking the failing examples
+NO_SHRINK_PROFILE = "no-shrink"
+settings.register_profile(NO_SHRINK_PROFILE, max_examples=DEV_EXAMPLES, derandomize=True, database=None,
+                          phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target], **_COMMON)
+
+PROFILES = ("dev", "grading", "thorough", "mutation", NO_SHRINK_PROFILE)
 
 
 def names_a_submission(config: pytest.Config) -> bool:
@@ -89,7 +99,7 @@ def chosen_profile(config: pytest.Config) -> str:
 
 
 #: profiles whose failures nobody edits into the test files (see :func:`pytest_configure`)
-NO_PATCH_FILES = (GRADING_PROFILE, "mutation")
+NO_PATCH_FILES = (GRADING_PROFILE, "mutation", NO_SHRINK_PROFILE)
 
 
 def pytest_configure(config: pytest.Config) -> None:
