@@ -207,3 +207,26 @@ def test_errors_rechecks_are_not_fooled_by_raising_on_every_second_call(tmp_path
     errors = [r for r in CHECKS if r.component == "errors"]
     refuted = [check.name for check in errors if _disagreements(sub, [check], SEEDS[:3], expected)]
     assert len(refuted) == len(errors), sorted({c.name for c in errors} - set(refuted))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("repo", ["cs336_reference", "cs336_independent"])
+def test_the_rechecks_of_the_cs336_tests_agree_with_correct_code_through_the_adapters(repo, expected):
+    """Under ``--profile cs336`` the re-check child calls the course's adapters (the profile's loader), as the
+    tests do: every re-check anchored to a test the profile collects (its float32 formula tests, the training
+    utilities') agrees with correct code behind CS336-style adapters, on secret seeds and on the public replay."""
+    from tools import twins
+    from transformer_spec import profiles
+
+    anchored = set(twins.collected("modern", "cs336"))
+    checks = [r for r in CHECKS if anchored.intersection(r.anchors)]
+    assert {r.component for r in checks} >= {"attention", "rmsnorm", "rotary", "gqa", "llama_block", "minillama"}
+    profile = profiles.get("cs336")
+    profiles.use(profile)
+    try:
+        sub = loader.load(str(ROOT / "tests" / "profiles" / repo), profile=profile)
+        assert sub.error is None, sub.error
+        assert _disagreements(sub, checks, SEEDS[:5], expected) == []
+        assert _disagreements(sub, [r for r in REPLAYED if r in checks], [recheck.PUBLIC], expected) == []
+    finally:
+        profiles.done()

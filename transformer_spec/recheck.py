@@ -76,6 +76,19 @@ def with_weights(module, shapes, seed: int, dtype=None):
     return testing.set_parameters(module, testing.seeded_parameters(shapes, seed)).eval()
 
 
+def with_float32_weights(module, shapes=None, seed: int = 0, params: dict | None = None):
+    """``module`` as built (float32) in eval mode, with seeded weights (``params``, else those of ``shapes``
+    at ``seed``) cast to float32: as the float32 formula tests set them, which every course profile expresses."""
+    params = testing.seeded_parameters(shapes, seed) if params is None else params
+    return testing.set_parameters(module, {k: v.float() for k, v in params.items()}).eval()
+
+
+def float32_outputs(**tensors) -> Outputs:
+    """A float32 formula test's twin: the submission's float32 outputs held to the reference's within 10x the
+    test's tolerance against the formula (rtol 1e-4, atol 1e-5): a pass of it puts both within twice that."""
+    return Outputs(as_numpy(**tensors), rtol=1e-3, atol=1e-4)
+
+
 #: How a modern-track output that went through a rotation is held to the reference's: the contract lets the
 #: angle tables be float32 (as Llama's), so such a float64 result may differ by about float32's precision
 #: (the golden tests allow the same: spec_tests/modern/formulas.py).

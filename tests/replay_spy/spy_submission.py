@@ -16,7 +16,8 @@ import reference
 def digest(value):
     if isinstance(value, torch.Tensor):
         t = value.detach().contiguous()
-        return [str(t.dtype), list(t.shape), hashlib.sha256(t.cpu().numpy().tobytes()).hexdigest()[:16]]
+        raw = t.cpu().flatten().view(torch.uint8).numpy().tobytes()  # the bytes of any dtype (numpy has no bfloat16)
+        return [str(t.dtype), list(t.shape), hashlib.sha256(raw).hexdigest()[:16]]
     if isinstance(value, (list, tuple)):
         return [digest(v) for v in value]
     return repr(value)

@@ -145,6 +145,23 @@ RECHECKS = tuple(
 )
 
 
+def _sdpa_2d(dtype: str):
+    def run(mod, seed):  # (Lq, d_k) inputs with no leading dimension: the output only, as its anchor checks
+        s, dt = inputs.ORACLE, getattr(torch, dtype)
+        q, k, v = (inputs.randn(s.lq, 3, seed=seed, dtype=dt), inputs.randn(s.lk, 3, seed=seed + 1, dtype=dt),
+                   inputs.randn(s.lk, 2, seed=seed + 2, dtype=dt))
+        return recheck.oracle_outputs(dtype, out=mod.scaled_dot_product_attention(q, k, v)[0])
+    return run
+
+
+RECHECKS += tuple(
+    Recheck("sdpa_2d" if dtype == "float64" else f"sdpa_2d[{dtype}]", "attention",
+            (f"{recheck.ORACLE}test_sdpa_matches_torch_unbatched_2d[{dtype}]",), _sdpa_2d(dtype),
+            public=4)  # q, k, v from seeds 4, 5, 6 as in the anchor
+    for dtype in recheck.ORACLE_DTYPES
+)
+
+
 COMPONENT = Component(
     "attention", label="attn", points=14, order=1, depends_on=(), tracks=("classic", "modern"),
     values=(  # the tests of what it computes (rubric.VALUES_SHARE of its points)

@@ -128,9 +128,27 @@ def _gqa(mod, seed):
     return recheck.Outputs(recheck.as_numpy(out=out, weights=weights), **recheck.ROTATED)
 
 
+def _mha_float32(rope: bool):
+    """Twin of the float32 formula tests (as many kv heads as query heads: every course expresses them; the
+    output only, as the weights are checked only where a profile returns them)."""
+    def run(mod, seed):
+        s, h = inputs.ORACLE, 3
+        m = recheck.with_float32_weights(mod.GroupedQueryAttention(
+            d_model=s.d, num_heads=h, rope=mod.RotaryPositionEmbedding(s.d // h, 32) if rope else None),
+            gqa_shapes(s.d, h, h), seed)
+        x = inputs.randn(s.b, s.lk, s.d, seed=seed + 1).float()
+        positions = torch.tensor([0, 2, 3, 7, 8, 12, 13])[:s.lk] if rope else None
+        out, _ = m(x, torch.triu(torch.ones(s.lk, s.lk, dtype=torch.bool), 1), positions)
+        return recheck.float32_outputs(out=out)
+    return run
+
+
+_F32 = "spec_tests/modern/test_oracles.py::test_multi_head_attention_{}_in_float32_matches_its_formula"
 RECHECKS = (
     Recheck("gqa", "gqa", ("spec_tests/modern/test_oracles.py::test_gqa_matches_torch_sdpa_with_enable_gqa",),
             _gqa, public=75),
+    Recheck("gqa[float32-rope]", "gqa", (_F32.format("with_rope"),), _mha_float32(True), public=77),
+    Recheck("gqa[float32-no_rope]", "gqa", (_F32.format("without_rope"),), _mha_float32(False), public=135),
 )
 
 

@@ -82,9 +82,19 @@ def _block(mod, seed):
     return recheck.Outputs(recheck.as_numpy(out=out, weights=weights), **recheck.ROTATED)
 
 
+def _block_float32(mod, seed):  # twin of the float32 formula test (every course expresses it)
+    m = recheck.with_float32_weights(mod.LlamaBlock(d_model=12, num_heads=3, d_ff=20, max_len=32),
+                                     llama_block_shapes(12, 3, 20, 3), seed)
+    out, _ = m(inputs.randn(2, 6, 12, seed=seed + 1).float(), torch.triu(torch.ones(6, 6, dtype=torch.bool), 1))
+    return recheck.float32_outputs(out=out)
+
+
 RECHECKS = (
     Recheck("llama_block", "llama_block",
             ("spec_tests/modern/test_oracles.py::test_llama_block_matches_its_formula",), _block, public=79),
+    Recheck("llama_block[float32]", "llama_block",
+            ("spec_tests/modern/test_oracles.py::test_llama_block_in_float32_matches_its_formula",), _block_float32,
+            public=81),
 )
 
 

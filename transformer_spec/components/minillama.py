@@ -88,9 +88,19 @@ def _logits(mod, seed):
     return recheck.Outputs(recheck.as_numpy(logits=m(tokens)[0]), **recheck.ROTATED)
 
 
+def _logits_float32(mod, seed):  # twin of the float32 formula test (every course expresses it)
+    m = recheck.with_float32_weights(mod.MiniLlama(17, d_model=12, num_layers=2, num_heads=3, d_ff=20, max_len=16),
+                                     params=minillama_parameters(17, 12, 2, 3, 20, seed, num_kv_heads=3))
+    tokens = torch.randint(0, 17, (2, 9), generator=inputs.generator(seed + 1))
+    return recheck.float32_outputs(logits=m(tokens)[0])
+
+
 RECHECKS = (
     Recheck("minillama", "minillama",
             ("spec_tests/modern/test_oracles.py::test_minillama_logits_match_its_formula",), _logits, public=131),
+    Recheck("minillama[float32]", "minillama",
+            ("spec_tests/modern/test_oracles.py::test_minillama_in_float32_matches_its_formula",), _logits_float32,
+            public=133),
 )
 
 

@@ -114,9 +114,20 @@ def _rmsnorm(mod, seed):
     return recheck.as_numpy(out=m(inputs.randn(2, 5, 12, seed=seed + 1)))
 
 
+def _rmsnorm_half(half: str):
+    def run(mod, seed):  # 300 * N(0, 1) in half precision: its anchor's tolerance (1e-2) times 5, in float32
+        dt = getattr(torch, half)
+        out = mod.RMSNorm(16).to(dt)((inputs.randn(2, 3, 16, seed=seed) * 300).to(dt))
+        return recheck.Outputs(recheck.as_numpy(out=out.float()), rtol=5e-2, atol=5e-2)
+    return run
+
+
 RECHECKS = (
     Recheck("rmsnorm", "rmsnorm", ("spec_tests/modern/test_oracles.py::test_rmsnorm_matches_torch_rms_norm",),
             _rmsnorm, public=71),
+    *(Recheck(f"rmsnorm[{half}]", "rmsnorm",
+              (f"spec_tests/modern/test_behaviours.py::test_rmsnorm_computes_half_inputs_in_float32[torch.{half}]",),
+              _rmsnorm_half(half), public=5) for half in ("float16", "bfloat16")),
 )
 
 

@@ -116,9 +116,17 @@ def _rotary(mod, seed):
     return recheck.Outputs(recheck.as_numpy(out=mod.RotaryPositionEmbedding(8, 64)(x, positions)), **recheck.ROTATED)
 
 
+def _rotary_far(mod, seed):  # float32 input at positions up to 2047: its anchor's tolerance (1e-4, 2e-4) times 10
+    out = mod.RotaryPositionEmbedding(16, 2048)(inputs.randn(1, 6, 16, seed=seed).float(),
+                                                torch.tensor([0, 1, 1000, 2047, 1500, 3]))
+    return recheck.Outputs(recheck.as_numpy(out=out), rtol=1e-3, atol=2e-3)
+
+
 RECHECKS = (
     Recheck("rotary", "rotary", ("spec_tests/modern/test_oracles.py::test_rotary_matches_the_complex_rotation",),
             _rotary, public=77),
+    Recheck("rotary[float32-far]", "rotary",
+            ("spec_tests/modern/test_behaviours.py::test_rotary_float32_input_at_large_positions",), _rotary_far, public=12),
 )
 
 
