@@ -14,7 +14,6 @@ own component on each of three seeds. A public replay (the re-check on its ancho
 
 from __future__ import annotations
 
-
 import pytest
 
 from transformer_spec import contract, loader, placeholders, recheck, registry, tracks
