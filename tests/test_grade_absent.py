@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tools import mutants
 from tools.grade import absent
 from transformer_spec import registry
 from transformer_spec.layout import ROOT
@@ -331,3 +332,32 @@ def test_under_the_profile_every_test_of_a_component_calls_its_functions(tmp_pat
     silent = [f"{nodeid_of(t)} ({t['tags'][0]}: calls {sorted(called.get(nodeid_of(t), ()))})" for t in tests
               if not called.get(nodeid_of(t), set()) & set(cs336.functions.get(t["tags"][0], ()))]
     assert not silent, f"{len(silent)} test(s) pass without calling their component's functions: {silent[:5]}"
+
+
+def test_a_placeholder_with_a_forged_report_keeps_no_more_than_its_code_earns_through_the_adapters(tmp_path):
+    """The attack after issue 45's 1 and 2: code that runs, under ``--profile cs336``. A repository whose
+    ``run_transformer_lm`` returns zeros (the kill matrix's placeholder) with the attack corpus's forger, which
+    reports every test passed, graded through ``tools.grade single``: the model's float32 formula test has a
+    twin through the adapters, whose public replay proves the claimed pass false (``tampering``), and the grade
+    is at most what the same repository without the forger gets (before those twins it kept every forged pass)."""
+    from tests.adversarial import attacks
+    from transformer_spec import placeholders
+
+    row = next(p for p in placeholders.rows(placeholders.components_of("modern", "cs336")) if p.component == "minillama")
+    mutants.write_row(row, tmp_path / "class", "modern", "cs336")
+    honest = tmp_path / "class" / row.name
+    forger = tmp_path / "forger"
+    shutil.copytree(honest, forger)
+    adapters = forger / "tests" / "adapters.py"
+    adapters.write_text(adapters.read_text() + "\n" + attacks.FORGE_CHILD_REPORT)
+    results = {}
+    for target in (honest, forger):
+        out = tmp_path / f"{target.name}.json"
+        run = subprocess.run([sys.executable, "-m", "tools.grade", "single", str(target), "--results-json", str(out),
+                              "--profile", "cs336"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert out.exists(), run.stderr[-1500:]
+        results[target.name] = json.loads(out.read_text())
+    honest_score, forged = results[row.name]["score"], results["forger"]
+    assert 0 < honest_score < 100, results[row.name]["output"][:1500]
+    assert "tampering" in forged["output"], forged["output"][:1500]
+    assert forged["score"] <= honest_score, (forged["score"], honest_score, forged["output"][:1500])
