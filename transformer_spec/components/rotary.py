@@ -122,7 +122,16 @@ def _rotary_far(mod, seed):  # float32 input at positions up to 2047: its anchor
     return recheck.Outputs(recheck.as_numpy(out=out), rtol=1e-3, atol=2e-3)
 
 
+def _rotary_by_sequence(mod, seed):  # (B, L) positions up to 499: its anchor's tolerance (1e-5, 5e-5) times 10
+    out = mod.RotaryPositionEmbedding(8, 512)(inputs.randn(2, 4, 8, seed=seed),
+                                              torch.tensor([[0, 499, 7, 250], [3, 3, 100, 1]]))
+    return recheck.Outputs(recheck.as_numpy(out=out), rtol=1e-4, atol=5e-4)
+
+
 RECHECKS = (
+    Recheck("rotary[by_sequence]", "rotary",
+            ("spec_tests/modern/test_behaviours.py::test_rotary_positions_by_sequence_and_far_from_0",),
+            _rotary_by_sequence, public=11),
     Recheck("rotary", "rotary", ("spec_tests/modern/test_oracles.py::test_rotary_matches_the_complex_rotation",),
             _rotary, public=77),
     Recheck("rotary[float32-far]", "rotary",
