@@ -118,7 +118,7 @@ KEEP_AS_BLOCKED = ('scores.masked_fill(~mask, float("-inf"))', 'scores.masked_fi
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # a class of five graded and a pytest run per student: about 2 min idle
+@pytest.mark.timeout(900)  # a class graded and a pytest run per honest student: about 2.5 min idle
 def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_their_functions(tmp_path):
     """Issues 30 and 44: ``tools.grade --profile cs336`` grades a folder of repositories laid out exactly as the
     handout lays them out (its ``__init__.py`` reading the package's installed version, adapters importing inside
@@ -143,6 +143,12 @@ def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_the
     forger = handout_repository(folder / "frank", stubs=True)
     (forger / "tests" / "adapters.py").write_text((forger / "tests" / "adapters.py").read_text() + "\n"
                                                   + attacks.FORGE_CHILD_REPORT_ANCHORS_FAIL)
+    # code that runs: a model returning zeros (its real code runs first), alone and with the forger claiming
+    # every test passed; the float32 formula test's twin through the adapters proves the claim false
+    zeros = "\n_ts_lm = run_transformer_lm\n\n\ndef run_transformer_lm(*args, **kwargs):\n    return _ts_lm(*args, **kwargs) * 0\n"
+    for name, forged in (("hank", ""), ("gina", attacks.FORGE_CHILD_REPORT)):
+        adapters = handout_repository(folder / name) / "tests" / "adapters.py"
+        adapters.write_text(adapters.read_text() + zeros + forged)
     handout_repository(folder / "$(id)", KEEP_AS_BLOCKED)
     deep = handout_repository(folder / "deep") / "nest"
     deep.mkdir()
@@ -155,6 +161,7 @@ def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_the
     assert grade.main([str(folder), "--out", str(out), "--profile", "cs336", "--jobs", "2", "--no-progress"]) == 0
     rows = {r[0]: r for r in list(csv.reader((out / "gradebook.csv").read_text().splitlines()))[1:]}
     assert rows["frank"][1] == "tampering" and float(rows["frank"][2]) == 0, rows["frank"]
+    assert rows["gina"][1] == "tampering" and float(rows["gina"][2]) <= float(rows["hank"][2]) < 100, (rows["gina"], rows["hank"])
     assert "only as stubs" in rows["frank"][-1]
     assert rows["$(id)"][1:3] == rows["bob"][1:3], rows["$(id)"]
     reruns = [t["output"] for t in json.loads((out / "students" / "$(id)" / "results.json").read_text())["tests"]]
@@ -165,7 +172,7 @@ def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_the
     assert rows["Honest_OK"][1] == rows["honest_ok"][1] == "no-submission"
     assert "special files (FIFOs, sockets, devices) left out of the copy: pipe" in rows["bob"][-1]
     for student, status, score in (("alice", "ok", 100.0), ("bob", "ok", None), ("dave", "ok", 0.0),
-                                   ("erin", "import-error", 0.0)):
+                                   ("erin", "import-error", 0.0), ("hank", "ok", None)):
         batch = json.loads((out / "students" / student / "results.json").read_text())
         mine = tmp_path / f"{student}.json"
         subprocess.run([sys.executable, "-m", "pytest", "spec_tests", "properties", "-q", "-p", "no:cacheprovider",
@@ -203,7 +210,7 @@ def test_the_class_grader_grades_cs336_repositories_as_pytest_does_and_names_the
     assert "mask_inverted" in (out / "report.html").read_text()  # counted in the class report
     gradebook = (out / "gradebook.csv").read_text()
     assert "carol,no-submission,0," in gradebook and "holds no tests/adapters.py" in gradebook
-    assert [r for r in rows.values() if r[1] == "tampering"] == [rows["frank"]]
+    assert [r for r in rows.values() if r[1] == "tampering"] == [rows["frank"], rows["gina"]]  # only the forgers
 
 
 def test_the_class_grader_refuses_a_track_the_profile_does_not_grade(tmp_path, capsys):
