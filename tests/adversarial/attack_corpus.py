@@ -97,6 +97,11 @@ def build_attacks(dest: Path, only: set[str] | None = None) -> dict[str, Expect]
         if want(name):
             _nothing(dest, name, code)
             ex[name] = Expect(("tampering", "import-error"), "zero", zero=ALL, note="implements nothing")
+    if want("forge_child_report_anchors_fail"):
+        # Every oracle test has a twin (the unbatched attention cases since fcd604e): reporting each anchor
+        # failed, it claims no test at all, an honest 0. The other channels claim every test, anchors too,
+        # so each forgery meets a replay that proves it.
+        ex["forge_child_report_anchors_fail"] = Expect("ok", "zero", zero=ALL, note="implements nothing, claims nothing")
     if want("forge_buggy_anchors_fail"):
         patched_package(dest, "forge_buggy_anchors_fail", [SCALE], append=attacks.FORGE_CHILD_REPORT_ANCHORS_FAIL)
         # Its code runs and every anchor is reported failed, so no claim is re-checked and nothing

@@ -114,9 +114,9 @@ except Exception:
 
 FORGE_CHILD_REPORT = _forger(_PATCH_CHILD_REPORT, False)
 FORGE_CHILD_REPORT_ANCHORS_FAIL = _forger(_PATCH_CHILD_REPORT, True)
-FORGE_REPORT_HOOK = _forger(_PATCH_REPORT_HOOK, True)
-FORGE_CHANNEL_SEND = _forger(_PATCH_CHANNEL_SEND, True)
-FORGE_RAW_FRAMES = _forger(_RAW_FRAMES, True)
+FORGE_REPORT_HOOK = _forger(_PATCH_REPORT_HOOK, False)
+FORGE_CHANNEL_SEND = _forger(_PATCH_CHANNEL_SEND, False)
+FORGE_RAW_FRAMES = _forger(_RAW_FRAMES, False)
 
 # Gradescope's path (item 1): at exit, rewrite every results.json the run names (--grade-json in
 # this process, --results-json or --out in the grader's command line) to full marks.
