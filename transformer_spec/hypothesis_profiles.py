@@ -68,8 +68,8 @@ settings.register_profile("mutation", max_examples=MUTATION_EXAMPLES, derandomiz
 
 #: grading's examples and each test's pass or fail, without shrinking the failing examples
 NO_SHRINK_PROFILE = "no-shrink"
-settings.register_profile(NO_SHRINK_PROFILE, max_examples=DEV_EXAMPLES, derandomize=True, database=None,
-                          phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target], **_COMMON)
+settings.register_profile(NO_SHRINK_PROFILE, parent=settings.get_profile(GRADING_PROFILE),
+                          phases=[p for p in settings.get_profile(GRADING_PROFILE).phases if p != Phase.shrink])
 
 PROFILES = ("dev", "grading", "thorough", "mutation", NO_SHRINK_PROFILE)
 
