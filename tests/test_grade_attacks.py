@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial import run as attack_run
-from tests.adversarial.attack_corpus import HONEST, build_attacks
+from tests.adversarial.attack_corpus import HONEST, RECHECK_TESTS, build_attacks, build_recheck_attacks
 from tests.adversarial.expect import problems
 
 #: the slow set (conftest.py: run with --slow): grades the attack corpus as a class, and each attack through tools.grade single
@@ -199,3 +199,31 @@ def test_the_single_grader_agrees_with_the_class_grader(graded, tmp_path, studen
     data = _graded_alone(root, student, tmp_path)
     assert data["score"] == pytest.approx(got[student].total, abs=0.01), (student, data["score"], got[student].total)
     assert data["extra_data"]["status"] == got[student].status
+
+
+#: issue 45's attacks 11 and 12, their controls and the honest students (``build_recheck_attacks``)
+RECHECK_STUDENTS = ["base_no_checks", "base_seq2seq_zeros", "forge_errors_raise_in_recheck", "forge_seq2seq_zeros",
+                    "honest_independent", "honest_reference"]
+
+
+@pytest.fixture(scope="module")
+def rechecked(tmp_path_factory):
+    """A class of its own graded with the tests that anchor the errors and seq2seq re-checks (the oracle tests
+    of the corpus above hold neither): (expectations, records)."""
+    root = tmp_path_factory.mktemp("rechecked").resolve()
+    expect = build_recheck_attacks(root / "subs")
+    run = attack_run.grade(root / "subs", root / "out", root, jobs=2, timeout=600, extra=("--tests", *RECHECK_TESTS))
+    assert not run.timed_out and run.returncode == 0, run.output[-3000:]
+    return expect, attack_run.records(root / "out")
+
+
+@pytest.mark.parametrize("student", RECHECK_STUDENTS)
+def test_a_forger_that_fools_a_recheck_keeps_at_most_what_its_code_earns(rechecked, student):
+    """Attack 11: constructors without argument checks, every test claimed passed, and in the re-check child every
+    constructor raising a ValueError that names every argument (each errors re-check first makes a valid call,
+    which must not raise). Attack 12: Seq2SeqTransformer returning zeros, every test claimed passed. Each keeps
+    at most its control's grade plus the tests no re-check checks; the honest students get 100, status ok."""
+    expect, got = rechecked
+    assert sorted(expect) == RECHECK_STUDENTS
+    bad = problems(student, expect[student], got, "base_no_checks")
+    assert not bad, "\n".join(bad)

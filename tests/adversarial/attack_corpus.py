@@ -23,6 +23,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from transformer_spec import placeholders
 from transformer_spec.patching import REFERENCE_DIR, write_patched_reference
 
 from . import attacks
@@ -182,6 +183,43 @@ def build_attacks(dest: Path, only: set[str] | None = None) -> dict[str, Expect]
             (dest / "bypass_symlinks" / p.name).symlink_to(p.resolve())
         ex["bypass_symlinks"] = Expect(("forbidden-api", "no-submission", "import-error"), "zero", zero=ALL,
                                        note="its files are symlinks into reference/")
+    return ex
+
+
+#: the tests of the second, smaller class (:func:`build_recheck_attacks`): the anchors of the errors and
+#: seq2seq re-checks (the golden argument tests and the Seq2Seq laws), which the oracle tests do not hold
+RECHECK_TESTS = ("spec_tests/test_bad_arguments.py", "spec_tests/test_behaviours.py", "properties/test_model_laws.py",
+                 "properties/test_seq2seq_padding.py", "properties/test_causality.py")
+
+
+def build_recheck_attacks(dest: Path) -> dict[str, Expect]:
+    """Issue 45's attacks 11 and 12, each beside its control (the same code without the attack) and the
+    honest students, graded with :data:`RECHECK_TESTS`. A forger whose code runs keeps at most its
+    control's grade plus the tests no re-check checks (the residue of docs/class_grading.md)."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    ex: dict[str, Expect] = {}
+    shutil.copytree(REFERENCE_DIR, dest / "honest_reference", ignore=shutil.ignore_patterns("__pycache__"))
+    (dest / "honest_independent").mkdir()
+    shutil.copyfile(INDEPENDENT, dest / "honest_independent" / "alt_submission.py")
+    ex["honest_reference"] = ex["honest_independent"] = Expect("ok", "full")
+    # 11: no argument checks; the forger claims every test and, in the re-check child, raises on every call
+    for name, append in (("base_no_checks", ""), ("forge_errors_raise_in_recheck",
+                                                   attacks.FORGE_CHILD_REPORT + attacks.RAISE_IN_RECHECK)):
+        pkg = patched_package(dest, name, append=append)
+        validation = pkg / "_validation.py"
+        validation.write_text(validation.read_text() + attacks.NO_ARGUMENT_CHECKS)
+    ex["base_no_checks"] = Expect("ok", "partial", note="honest: the constructors check no argument")
+    ex["forge_errors_raise_in_recheck"] = Expect(("ok", "tampering"), "at_most_buggy_and_unchecked",
+                                                 extra={"baseline": "base_no_checks"})
+    # 12: Seq2SeqTransformer returns zeros of the right shape (the kill matrix's placeholder); the forger claims
+    # every test
+    zeros = placeholders.placeholder("seq2seq", "zeros")
+    patched_package(dest, "base_seq2seq_zeros", zeros.patches)
+    patched_package(dest, "forge_seq2seq_zeros", zeros.patches, append=attacks.FORGE_CHILD_REPORT)
+    ex["base_seq2seq_zeros"] = Expect("ok", "partial", note="honest: Seq2SeqTransformer computes nothing")
+    ex["forge_seq2seq_zeros"] = Expect(("ok", "tampering"), "at_most_buggy_and_unchecked",
+                                       extra={"baseline": "base_seq2seq_zeros"})
     return ex
 
 

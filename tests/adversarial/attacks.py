@@ -355,3 +355,36 @@ if _ts_main is not None and _ts_main.name == "transformer_spec.recheck":
         if not _ts_n.startswith("_") and callable(_ts_v):
             globals()[_ts_n] = _ts_missing
 '''
+
+# --------------------------------------------------------------------------------------------
+# Issue 45, attack 11: argument checks that check nothing, forged `errors` passes, and in the re-check
+# child (only there) every constructor raising one ValueError that names every argument, so each errors
+# re-check would see the check the code does not have.
+# --------------------------------------------------------------------------------------------
+#: appended to reference/_validation.py: the constructors' checks accept anything (an honest mistake)
+NO_ARGUMENT_CHECKS = '''
+
+def check_positive_int(name, value):
+    return value
+
+
+def check_dropout(value):
+    return value
+
+
+def check_heads(d_model, num_heads):
+    return d_model // num_heads if num_heads else d_model
+'''
+
+RAISE_IN_RECHECK = '''
+import sys as _ts_sys
+import torch as _ts_torch
+_ts_main = getattr(_ts_sys.modules.get("__main__"), "__spec__", None)
+if _ts_main is not None and _ts_main.name == "transformer_spec.recheck":
+    def _ts_init(self, *args, **kwargs):
+        raise ValueError("invalid argument: check d_model num_heads d_ff dropout max_len vocab_size num_layers "
+                         "top_k temperature max_new_tokens seed_tokens mask scale")
+    for _ts_v in list(globals().values()):
+        if isinstance(_ts_v, type) and issubclass(_ts_v, _ts_torch.nn.Module) and not _ts_v.__module__.startswith("torch"):
+            _ts_v.__init__ = _ts_init
+'''

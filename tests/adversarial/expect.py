@@ -21,7 +21,9 @@ def unchecked_points(base) -> dict[str, float]:
 
 def problems(student: str, e: Expect, records: dict, buggy: str) -> list[str]:
     """What differs between ``records[student]`` (a ``tools.grade`` Record) and ``e``; [] when it
-    got exactly the grade it deserves. ``buggy``: the buggy baseline's name."""
+    got exactly the grade it deserves. ``buggy``: the buggy baseline's name (``e.extra["baseline"]``, when
+    given, names the student's own control instead)."""
+    buggy = e.extra.get("baseline", buggy)
     r = records.get(student)
     if r is None:
         return [f"{student}: no record (not in the output folder)"]
