@@ -22,7 +22,9 @@ runs too, and so does an independently written correct implementation (``tests/i
 written from the contract alone in another style): a test that fails it over-specifies (one that
 uses a name it does not define yet is listed as not covered instead). So does every allowed
 variation of :mod:`transformer_spec.variations` (the reference rewritten in a way the contract leaves
-free: a tied head through ``F.linear``, a hand-written LayerNorm, ...): a row that must be clean.
+free: a tied head through ``F.linear``, a hand-written LayerNorm, ...): a row that must be clean. The
+variations are graded in groups whose patches apply together (``tools/mutants_groups.py``; ``--no-groups``:
+one row each); a group that is not clean is graded again one variation at a time.
 
 Exit status 1 if the reference, the independent implementation or a variation fails any test, if a pitfall
 survives (no test fails), if a pitfall is killed only outside its own component (the grade
@@ -48,6 +50,7 @@ from hypothesis import Phase, settings
 
 from tools.grade.batch import grade_class
 from tools.grade.settings import DEFAULT_TESTS, Limits, Settings
+from tools import mutants_groups
 from tools.mutants_table import format_matrix, matrix_json, print_row
 from transformer_spec import layout, placeholders, profiles, registry, rubric, tracks
 from transformer_spec.failures import COURSE_EXAMPLE_HEADING, EXAMPLE_HEADING
@@ -89,6 +92,7 @@ class Row:
     unreadable: list[str] = field(default_factory=list)  # failures a student cannot read (student_messages)
     unseen: str = ""  # a pitfall the course profile cannot see: the capability that hides it (its catalogue's)
     kept: float | None = None  # a placeholder's row: the share of its component's points it keeps
+    group: str = ""  # a variation graded in a group (tools/mutants_groups.py): the group's row name
 
     @property
     def same_as_pytest(self) -> bool:
@@ -247,21 +251,34 @@ def _graded(items: list, profile: str, track: str, course: str, jobs: int) -> di
 
 
 def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, profile: str = PROFILE,
-            track: str = tracks.DEFAULT, course: str = profiles.DEFAULT, placeholder_rows=()) -> list[Row]:
-    """Grade the correct implementations and each pitfall or variation of ``pitfalls`` (in that
-    order) as one class of ``track`` through ``tools.grade`` (``jobs`` students at a time), under the
-    course profile ``course``; then ``placeholder_rows`` (each row's ``kept``), a class of their own under
-    ``no-shrink`` if ``profile`` shrinks: their verdict is each test's pass or fail, which shrinking does not
-    change, and shrinking the properties a placeholder fails made each cost 2.5 rows; their rows."""
-    items = [*CORRECT, *pitfalls]
-    unseen = getattr(_catalogue(course), "UNSEEN", {})
+            track: str = tracks.DEFAULT, course: str = profiles.DEFAULT, placeholder_rows=(),
+            grouped: bool = True) -> list[Row]:
+    """Grade the correct implementations and each pitfall or variation of ``pitfalls`` as one class of
+    ``track`` through ``tools.grade`` (``jobs`` students at a time), under the course profile ``course``;
+    the variations in groups unless not ``grouped`` (tools/mutants_groups.py: a group that is not clean is
+    graded again one member at a time); then ``placeholder_rows`` (each row's ``kept``), a class of their own
+    under ``no-shrink`` if ``profile`` shrinks: their verdict is each test's pass or fail, which shrinking does
+    not change, and shrinking the properties a placeholder fails made each cost 2.5 rows. The rows: the
+    correct implementations, then ``pitfalls`` in their order, then the placeholders."""
+    variations = [p for p in pitfalls if isinstance(p, Variation)]
+    fits = mutants_groups.writable(lambda item, folder: write_row(item, folder, track, course))
+    graded, members = mutants_groups.group(variations, fits) if grouped else (variations, {})
+    items = [*CORRECT, *graded, *(p for p in pitfalls if not isinstance(p, Variation))]
     records = _graded(items, profile, track, course, jobs)
+    group_rows = {g: row_of(item, records.get(g)) for item in graded if (g := item.name) in members}
+    again = [v for g, r in group_rows.items() if r.verdict != "clean" for v in members[g]]
+    if again:
+        records.update(_graded(again, profile, track, course, jobs))
+    spread = {r.name: r for g, r in group_rows.items() if r.verdict == "clean"
+              for r in mutants_groups.spread(r, members[g])}
     if placeholder_rows:
         shrinks = Phase.shrink in settings.get_profile(profile).phases
         records.update(_graded(placeholder_rows, NO_SHRINK_PROFILE if shrinks else profile, track, course, jobs))
+    unseen = getattr(_catalogue(course), "UNSEEN", {})
     rows = []
-    for item in [*items, *placeholder_rows]:
-        rows.append(row_of(item, records.get(item if isinstance(item, str) else item.name)))
+    for item in [*CORRECT, *pitfalls, *placeholder_rows]:
+        name = item if isinstance(item, str) else item.name
+        rows.append(spread.get(name) or row_of(item, records.get(name)))
         if not isinstance(item, str) and not rows[-1].must_pass:
             rows[-1].unseen = unseen.get(item.name, "")
         if item in placeholder_rows and records.get(item.name) is not None:
@@ -293,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also grade a placeholder of each graded component (its output replaced by zeros; with "
                              "--every also by its input and by ones) and report the share of its component's points "
                              f"each keeps: more than {round(placeholders.MAX_KEPT * 100)}%% fails the run")
+    parser.add_argument("--no-groups", action="store_true",
+                        help="grade each allowed variation in a row of its own (default: in groups whose patches "
+                             "apply together, a group that is not clean graded again one variation at a time)")
     parser.add_argument("--list", action="store_true", help="list the pitfalls and the variations, and exit")
     parser.add_argument("--diagnose-accuracy", action="store_true",
                         help="measure how often transformer_spec.diagnose names each pitfall (with --profile: "
@@ -341,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     start = time.monotonic()
     rows = run_all(rows_to_run, jobs=max(1, args.jobs), progress=print_row, profile=args.hypothesis_profile,
-                   track=args.track, course=course.name, placeholder_rows=placeholder_rows)
+                   track=args.track, course=course.name, placeholder_rows=placeholder_rows, grouped=not args.no_groups)
     elapsed = time.monotonic() - start
 
     print()

@@ -34,7 +34,7 @@ def format_matrix(rows: list[Row], track: str = tracks.DEFAULT) -> list[str]:
 
 
 def print_row(row: Row) -> None:
-    print(f"  {row.verdict:<8} {row.name} ({row.seconds:.1f} s)"
+    print(f"  {row.verdict:<8} {row.name} ({row.seconds:.1f} s" + (f", graded in {row.group}" if row.group else "") + ")"
           + (f": {row.error}" if row.error else ""), flush=True)
 
 
@@ -45,6 +45,7 @@ def matrix_json(rows: list[Row], seconds: float, jobs: int, track: str, profile:
         "rows": [{"name": r.name, "component": r.component, "must_pass": r.must_pass,
                   "verdict": r.verdict, "error": r.error, "status": r.status,
                   "class_total": r.class_total, "differs": r.differs, "unreadable": r.unreadable,
-                  "seconds": round(r.seconds, 1), "total": r.total, "failed": r.failed, "kept": r.kept}
+                  "seconds": round(r.seconds, 1), "total": r.total, "failed": r.failed, "kept": r.kept,
+                  "group": r.group}
                  for r in rows],
     }, indent=2) + "\n"

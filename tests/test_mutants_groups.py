@@ -1,0 +1,80 @@
+"""The kill matrix grades the allowed variations in groups (tools/mutants_groups.py): a clean group spares
+each member, a group that is not clean is graded again one member at a time."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from tools import mutants, mutants_groups
+from transformer_spec.variations import Variation
+
+
+def _v(name: str, *files: str) -> Variation:
+    return Variation(name, "attention", name, tuple((f, f"old {name}", f"new {name}") for f in files))
+
+
+def test_variations_whose_patches_fit_share_a_group_of_at_most_max_members():
+    vs = [_v(f"v{i}", "a.py") for i in range(mutants_groups.MAX_MEMBERS + 2)] + [_v("alone", "b.py")]
+    # "b.py" fits nowhere else: alone; the a.py ones fit together, MAX_MEMBERS at most
+    rows, members = mutants_groups.group(vs, lambda g: all(p[0] == "a.py" for p in g.patches))
+    assert [len(m) for m in members.values()] == [mutants_groups.MAX_MEMBERS, 2]
+    assert rows[-1] is vs[-1]  # a lone variation is graded as itself
+    assert all(mutants_groups.is_group(r) for r in rows[:-1])
+    assert sorted(v.name for m in members.values() for v in m) == sorted(v.name for v in vs[:-1])
+
+
+def test_a_patch_every_member_carries_is_applied_once():
+    shared = ("m.py", "use_cache=True", "use_cache=False")
+    a, b = (Variation(n, "attention", n, (shared, ("a.py", n, n + "!"))) for n in ("x", "y"))
+    _, members = mutants_groups.group([a, b], lambda g: len(g.patches) == len(set(g.patches)) == 3)
+    assert list(members.values()) == [[a, b]]
+
+
+@pytest.mark.parametrize("track, course", [("classic", "contract"), ("modern", "contract"), ("modern", "cs336")])
+def test_every_catalogue_variation_is_in_one_writable_row(tmp_path, track, course):
+    variations, _ = mutants.rows_of_track(track, course)
+    write = lambda item, folder: mutants.write_row(item, folder, track, course)  # noqa: E731
+    rows, members = mutants_groups.group(variations, mutants_groups.writable(write))
+    graded = [v.name for r in rows for v in members.get(r.name, [r])]
+    assert sorted(graded) == sorted(v.name for v in variations)
+    assert len(rows) < len(variations) / 2
+    for r in rows:
+        write(r, tmp_path)  # every group writes as a student's folder
+
+
+def _record(tests_failed: int = 0):
+    tests = [{"name": "[attention] spec_tests/t.py::test_a", "tags": ["attention"], "status": "passed", "kind": "passed"}]
+    tests += [{"name": f"[attention] spec_tests/t.py::test_f{i}", "tags": ["attention"], "status": "failed",
+               "kind": "assertion", "output": "AssertionError"} for i in range(tests_failed)]
+    return SimpleNamespace(status="ok", total=1.0, seconds=8.0, tests=tests, detail="")
+
+
+def test_a_group_that_is_not_clean_is_graded_again_one_member_at_a_time(monkeypatch):
+    a, b, c = _v("a", "a.py"), _v("b", "a.py"), _v("c", "a.py")
+    monkeypatch.setattr(mutants_groups, "writable", lambda write: lambda g: True)
+    monkeypatch.setattr(mutants_groups, "MAX_MEMBERS", 2)  # groups: (a, b) and c alone
+    calls = []
+
+    def graded(items, *args):
+        calls.append([i if isinstance(i, str) else i.name for i in items])
+        # b fails a test, alone or in its group; everything else is clean
+        return {n: _record(1 if n in ("b", "(variations 1)") else 0) for n in calls[-1]}
+
+    monkeypatch.setattr(mutants, "_graded", graded)
+    rows = {r.name: r for r in mutants.run_all([a, b, c])}
+    assert calls == [[*mutants.CORRECT, "(variations 1)", "c"], ["a", "b"]]
+    assert rows["a"].verdict == "clean" and rows["a"].group == ""
+    assert rows["b"].verdict == "CORRECT CODE FAILS" and rows["b"].failed == {"attention": ["spec_tests/t.py::test_f0"]}
+    assert rows["c"].verdict == "clean"
+
+
+def test_a_clean_group_gives_each_member_its_row(monkeypatch):
+    a, b = _v("a", "a.py"), _v("b", "a.py")
+    monkeypatch.setattr(mutants_groups, "writable", lambda write: lambda g: True)
+    monkeypatch.setattr(mutants, "_graded", lambda items, *args: {
+        (i if isinstance(i, str) else i.name): _record() for i in items})
+    rows = mutants.run_all([a, b])
+    assert [r.name for r in rows] == [*mutants.CORRECT, "a", "b"]
+    assert all(r.verdict == "clean" and r.group == "(variations 1)" and r.seconds == 4.0 for r in rows[2:])
