@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial import run as attack_run
-from tests.adversarial.attack_corpus import HONEST, RECHECK_TESTS, build_attacks, build_recheck_attacks
+from tests.adversarial.attack_corpus import (HONEST, RECHECK_TESTS, build_attacks, build_modern_attacks,
+                                             build_recheck_attacks)
 from tests.adversarial.expect import problems
 
 #: the slow set (conftest.py: run with --slow): grades the attack corpus as a class, and each attack through tools.grade single
@@ -226,4 +227,32 @@ def test_a_forger_that_fools_a_recheck_keeps_at_most_what_its_code_earns(recheck
     expect, got = rechecked
     assert sorted(expect) == RECHECK_STUDENTS
     bad = problems(student, expect[student], got, "base_no_checks")
+    assert not bad, "\n".join(bad)
+
+
+#: the modern track's hostile class (``build_modern_attacks``)
+MODERN_STUDENTS = ["honest_independent", "honest_reference", "kit_forger", "kit_unmodified", "minillama_zeros",
+                   "minillama_zeros_forger"]
+
+
+@pytest.fixture(scope="module")
+def modern(tmp_path_factory):
+    """The modern track's hostile class graded as a class (``--track modern``, the whole modern suite)."""
+    root = tmp_path_factory.mktemp("modern").resolve()
+    expect = build_modern_attacks(root / "subs")
+    run = attack_run.grade(root / "subs", root / "out", root, jobs=2, timeout=600,
+                           extra=("--track", "modern", "--tests", "spec_tests", "properties", "--time-limit", "300",
+                                  "--test-timeout", "60", "--wall", "400", "--memory-mb", "3000"))
+    assert not run.timed_out and run.returncode == 0, run.output[-3000:]
+    return expect, attack_run.records(root / "out")
+
+
+@pytest.mark.parametrize("student", MODERN_STUDENTS)
+def test_a_forger_on_the_modern_track_keeps_at_most_what_its_code_earns(modern, student):
+    """Issue 45's attack 2 (the starter kit and the report forger: ``tampering``, 0) and MiniLlama returning zeros
+    with the forger (at most the placeholder's grade plus the tests no re-check checks), graded as a class beside
+    the honest students, who get 100 with status ok."""
+    expect, got = modern
+    assert sorted(expect) == MODERN_STUDENTS
+    bad = problems(student, expect[student], got, "minillama_zeros")
     assert not bad, "\n".join(bad)

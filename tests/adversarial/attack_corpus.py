@@ -223,6 +223,48 @@ def build_recheck_attacks(dest: Path) -> dict[str, Expect]:
     return ex
 
 
+def build_modern_attacks(dest: Path) -> dict[str, Expect]:
+    """Issue 45's attack 2 and the attack after it on the modern track (``--track modern``), beside the honest
+    students (the reference and the independent modern implementation): the starter kit unmodified (0) and with
+    the report forger (``tampering``, 0: its stubs as loaded prove the claims false); MiniLlama returning zeros
+    (the kill matrix's placeholder: its real code runs) and the same with the forger claiming every test (at
+    most the placeholder's grade plus the tests no re-check checks)."""
+    import subprocess
+    import sys
+
+    from tools import mutants
+    from transformer_spec.layout import ROOT
+
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    ex: dict[str, Expect] = {}
+    for name, row in (("honest_reference", mutants.REFERENCE), ("honest_independent", mutants.INDEPENDENT)):
+        mutants.write_row(row, dest, "modern")
+        (dest / row).rename(dest / name)
+        ex[name] = Expect("ok", "full")
+    kit = dest.parent / "kit"
+    subprocess.run([sys.executable, "-m", "tools.release", "--out", str(kit), "--track", "modern"], cwd=ROOT,
+                   check=True, capture_output=True)
+    shutil.copytree(kit / "my_transformer", dest / "kit_unmodified")
+    ex["kit_unmodified"] = Expect("ok", "zero", note="the starter kit: nothing implemented yet")
+    shutil.copytree(kit / "my_transformer", dest / "kit_forger")
+    init = dest / "kit_forger" / "__init__.py"
+    init.write_text(init.read_text() + "\nvars()\n" + attacks.FORGE_CHILD_REPORT_ANCHORS_FAIL)
+    ex["kit_forger"] = Expect("tampering", "zero", note="issue 45's attack 2: 92.95 ok before")
+    zeros = next(p for p in placeholders.rows(placeholders.components_of("modern", "contract"))
+                 if p.component == "minillama")
+    for name, forged in (("minillama_zeros", ""), ("minillama_zeros_forger", attacks.FORGE_CHILD_REPORT)):
+        mutants.write_row(zeros, dest, "modern")
+        (dest / zeros.name).rename(dest / name)
+        if forged:
+            init = dest / name / f"mutant_{zeros.name}" / "__init__.py"
+            init.write_text(init.read_text() + "\n" + forged)
+    ex["minillama_zeros"] = Expect("ok", "partial", note="honest: MiniLlama computes nothing")
+    ex["minillama_zeros_forger"] = Expect(("tampering", "ok"), "at_most_buggy_and_unchecked",
+                                          extra={"baseline": "minillama_zeros"})
+    return ex
+
+
 #: the hostile members (what is not an honest student or a baseline)
 def hostile(expect: dict[str, Expect]) -> list[str]:
     return [s for s in expect if s not in (*HONEST, "base_buggy", "bypass_direct")]
