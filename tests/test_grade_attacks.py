@@ -26,8 +26,13 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial import run as attack_run
-from tests.adversarial.attack_corpus import (HONEST, RECHECK_TESTS, build_attacks, build_modern_attacks,
-                                             build_recheck_attacks)
+from tests.adversarial.attack_corpus import (
+    HONEST,
+    RECHECK_TESTS,
+    build_attacks,
+    build_modern_attacks,
+    build_recheck_attacks,
+)
 from tests.adversarial.expect import problems
 
 #: the slow set (conftest.py: run with --slow): grades the attack corpus as a class, and each attack through tools.grade single

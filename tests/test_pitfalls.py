@@ -7,6 +7,7 @@ from hypothesis import Phase, settings
 
 from tools import mutants
 from transformer_spec import (
+    failures,
     hypothesis_profiles,  # noqa: F401 - registers the profiles
     profiles,
     registry,
@@ -94,7 +95,7 @@ def test_a_failure_a_student_cannot_read_is_a_gap():
     flaky = _failed("properties/test_x.py::test_law", "hypothesis.errors.FlakyStrategyDefinition: Inconsistent data")
     assumption = _failed("properties/test_x.py::test_law", "UnsatisfiedAssumption: failed to satisfy assume()")
     bare = _failed("properties/test_x.py::test_law", "AssertionError: rows do not sum to 1")
-    shown = _failed("properties/test_x.py::test_law", f"rows do not sum to 1\n{mutants.EXAMPLE_HEADING}\n  d_k = 2")
+    shown = _failed("properties/test_x.py::test_law", f"rows do not sum to 1\n{failures.EXAMPLE_HEADING}\n  d_k = 2")
     golden = _failed("spec_tests/test_y.py::test_value", "Found 3 differences: expected 1, got 2")
     missing = _failed("properties/test_x.py::test_law", "`MiniGPT` is not defined", kind="not submitted")
     assert "FlakyStrategyDefinition" in mutants.unreadable(flaky)

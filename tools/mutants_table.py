@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from transformer_spec import tracks
 
 if TYPE_CHECKING:
-    from tools.mutants import Row
+    from tools.mutants_rows import Row
 
 
 def format_matrix(rows: list[Row], track: str = tracks.DEFAULT) -> list[str]:
