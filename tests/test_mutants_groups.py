@@ -16,18 +16,23 @@ def _v(name: str, *files: str) -> Variation:
 
 
 def test_variations_whose_patches_fit_share_a_group_of_at_most_max_members():
-    vs = [_v(f"v{i}", "a.py") for i in range(mutants_groups.MAX_MEMBERS + 2)] + [_v("alone", "b.py")]
-    # "b.py" fits nowhere else: alone; the a.py ones fit together, MAX_MEMBERS at most
-    rows, members = mutants_groups.group(vs, lambda g: all(p[0] == "a.py" for p in g.patches))
+    vs = [_v(f"v{i}", f"f{i}.py") for i in range(mutants_groups.MAX_MEMBERS + 2)] + [_v("alone", "g.py")]
+    # "alone" fits nowhere (its group would not write); the others rewrite other files: MAX_MEMBERS at most a group
+    rows, members = mutants_groups.group(vs, lambda g: "alone" not in g.explanation.split("; "))
     assert [len(m) for m in members.values()] == [mutants_groups.MAX_MEMBERS, 2]
     assert rows[-1] is vs[-1]  # a lone variation is graded as itself
     assert all(mutants_groups.is_group(r) for r in rows[:-1])
     assert sorted(v.name for m in members.values() for v in m) == sorted(v.name for v in vs[:-1])
 
 
+def test_variations_that_rewrite_one_file_are_graded_apart():
+    rows, members = mutants_groups.group([_v("a", "x.py"), _v("b", "x.py", "y.py"), _v("c", "z.py")], lambda g: True)
+    assert [[v.name for v in m] for m in members.values()] == [["a", "c"]] and rows[1].name == "b"
+
+
 def test_a_patch_every_member_carries_is_applied_once():
     shared = ("m.py", "use_cache=True", "use_cache=False")
-    a, b = (Variation(n, "attention", n, (shared, ("a.py", n, n + "!"))) for n in ("x", "y"))
+    a, b = (Variation(n, "attention", n, (shared, (f"{n}.py", n, n + "!"))) for n in ("x", "y"))
     _, members = mutants_groups.group([a, b], lambda g: len(g.patches) == len(set(g.patches)) == 3)
     assert list(members.values()) == [[a, b]]
 
@@ -52,7 +57,7 @@ def _record(tests_failed: int = 0):
 
 
 def test_a_group_that_is_not_clean_is_graded_again_one_member_at_a_time(monkeypatch):
-    a, b, c = _v("a", "a.py"), _v("b", "a.py"), _v("c", "a.py")
+    a, b, c = _v("a", "a.py"), _v("b", "b.py"), _v("c", "c.py")
     monkeypatch.setattr(mutants_groups, "writable", lambda write: lambda g: True)
     monkeypatch.setattr(mutants_groups, "MAX_MEMBERS", 2)  # groups: (a, b) and c alone
     calls = []
@@ -60,21 +65,21 @@ def test_a_group_that_is_not_clean_is_graded_again_one_member_at_a_time(monkeypa
     def graded(items, *args):
         calls.append([i if isinstance(i, str) else i.name for i in items])
         # b fails a test, alone or in its group; everything else is clean
-        return {n: _record(1 if n in ("b", "(variations 1)") else 0) for n in calls[-1]}
+        return {n: _record(1 if n in ("b", "(variations_1)") else 0) for n in calls[-1]}
 
     monkeypatch.setattr(mutants, "_graded", graded)
     rows = {r.name: r for r in mutants.run_all([a, b, c])}
-    assert calls == [[*mutants.CORRECT, "(variations 1)", "c"], ["a", "b"]]
+    assert calls == [[*mutants.CORRECT, "(variations_1)", "c"], ["a", "b"]]
     assert rows["a"].verdict == "clean" and rows["a"].group == ""
     assert rows["b"].verdict == "CORRECT CODE FAILS" and rows["b"].failed == {"attention": ["spec_tests/t.py::test_f0"]}
     assert rows["c"].verdict == "clean"
 
 
 def test_a_clean_group_gives_each_member_its_row(monkeypatch):
-    a, b = _v("a", "a.py"), _v("b", "a.py")
+    a, b = _v("a", "a.py"), _v("b", "b.py")
     monkeypatch.setattr(mutants_groups, "writable", lambda write: lambda g: True)
     monkeypatch.setattr(mutants, "_graded", lambda items, *args: {
         (i if isinstance(i, str) else i.name): _record() for i in items})
     rows = mutants.run_all([a, b])
     assert [r.name for r in rows] == [*mutants.CORRECT, "a", "b"]
-    assert all(r.verdict == "clean" and r.group == "(variations 1)" and r.seconds == 4.0 for r in rows[2:])
+    assert all(r.verdict == "clean" and r.group == "(variations_1)" and r.seconds == 4.0 for r in rows[2:])

@@ -10,10 +10,11 @@ What a group cannot show: two variations that each fail a test alone and pass it
 the other's observable change). Every variation is written to change nothing a test may observe, so that
 would take two catalogue mistakes that cancel exactly.
 
-Patches that fit: each member's patches are added to the group's (a patch every member carries, such as
-the plain-generate one of every catalogue copy, once), and the group must still be writable as a student's
-folder of the matrix (each patch's text found exactly once, :class:`transformer_spec.patching.PatchError`
-otherwise).
+Patches that fit: the members rewrite different files (a patch every member carries, such as the
+plain-generate one of every catalogue copy, aside: it is applied once), so no member rewrites what another's
+code relies on in the same file (a KV-cache generate beside a rewritten model forward failed together and
+passed apart), and the group must be writable as a student's folder of the matrix (each patch's text found
+exactly once, :class:`transformer_spec.patching.PatchError` otherwise).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from transformer_spec.patching import PatchError
 from transformer_spec.variations import Variation
 
 #: the prefix of a group's name (a row name no catalogue entry has)
-PREFIX = "(variations "
+PREFIX = "(variations_"
 #: the most variations in one group: a group that is not clean costs its members' rows again, and the fewer
 #: members, the fewer pairs that could interact
 MAX_MEMBERS = 8
@@ -44,7 +45,7 @@ def group(variations: list[Variation], fits: Callable[[Variation], bool]) -> tup
     packs: list[list[Variation]] = []
     for v in variations:
         for pack in packs:
-            if len(pack) < MAX_MEMBERS and fits(_combined("(trial)", [*pack, v])):
+            if len(pack) < MAX_MEMBERS and _apart(v, pack) and fits(_combined("(trial)", [*pack, v])):
                 pack.append(v)
                 break
         else:
@@ -58,6 +59,13 @@ def group(variations: list[Variation], fits: Callable[[Variation], bool]) -> tup
         rows.append(g)
         members[g.name] = pack
     return rows, members
+
+
+def _apart(v: Variation, pack: list[Variation]) -> bool:
+    """Whether ``v`` rewrites other files than ``pack`` does, patches they all share (the plain-generate one) aside."""
+    shared = set(v.patches).intersection(*(set(o.patches) for o in pack))
+    files = lambda vs: {p[0] for o in vs for p in o.patches if p not in shared}  # noqa: E731
+    return not files([v]) & files(pack)
 
 
 def _combined(name: str, pack: list[Variation]) -> Variation:
