@@ -23,7 +23,7 @@ written from the contract alone in another style): a test that fails it over-spe
 uses a name it does not define yet is listed as not covered instead). So does every allowed
 variation of :mod:`transformer_spec.variations` (the reference rewritten in a way the contract leaves
 free: a tied head through ``F.linear``, a hand-written LayerNorm, ...): a row that must be clean. The
-variations are graded in groups whose patches apply together (``tools/mutants_groups.py``; ``--no-groups``:
+variations are graded in groups that rewrite different files (``tools/mutants_groups.py``; ``--no-groups``:
 one row each); a group that is not clean is graded again one variation at a time.
 
 Exit status 1 if the reference, the independent implementation or a variation fails any test, if a pitfall

@@ -64,6 +64,14 @@ def _escape(dest: Path, student: str, action: str, prepend: str = "") -> None:
     shutil.copyfile(KIT, pkg / "_kit.py")
 
 
+def _honest(dest: Path, ex: dict[str, Expect]) -> None:
+    """The classic track's honest students: a copy of the reference and the independent implementation, 100 each."""
+    shutil.copytree(REFERENCE_DIR, dest / "honest_reference", ignore=shutil.ignore_patterns("__pycache__"))
+    (dest / "honest_independent").mkdir()
+    shutil.copyfile(INDEPENDENT, dest / "honest_independent" / "alt_submission.py")
+    ex["honest_reference"] = ex["honest_independent"] = Expect("ok", "full")
+
+
 def _nothing(dest: Path, student: str, code: str) -> None:
     """A package that implements nothing: only the hostile code."""
     (dest / student).mkdir()
@@ -81,11 +89,7 @@ def build_attacks(dest: Path, only: set[str] | None = None) -> dict[str, Expect]
         return only is None or name in only
 
     # Honest students and the baselines the expectations refer to.
-    shutil.copytree(REFERENCE_DIR, dest / "honest_reference", ignore=shutil.ignore_patterns("__pycache__"))
-    ex["honest_reference"] = Expect("ok", "full")
-    (dest / "honest_independent").mkdir()
-    shutil.copyfile(INDEPENDENT, dest / "honest_independent" / "alt_submission.py")
-    ex["honest_independent"] = Expect("ok", "full")
+    _honest(dest, ex)
     patched_package(dest, "base_buggy", [SCALE])
     ex["base_buggy"] = Expect("ok", "partial", full=("ffn",), note="honest buggy baseline (no 1/sqrt(d_k))")
     write_patched_reference(dest, [("attention.py", attacks.OUTPUT_LINE, attacks.SDPA_ROUTES["direct"])],
@@ -199,10 +203,7 @@ def build_recheck_attacks(dest: Path) -> dict[str, Expect]:
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     ex: dict[str, Expect] = {}
-    shutil.copytree(REFERENCE_DIR, dest / "honest_reference", ignore=shutil.ignore_patterns("__pycache__"))
-    (dest / "honest_independent").mkdir()
-    shutil.copyfile(INDEPENDENT, dest / "honest_independent" / "alt_submission.py")
-    ex["honest_reference"] = ex["honest_independent"] = Expect("ok", "full")
+    _honest(dest, ex)
     # 11: no argument checks; the forger claims every test and, in the re-check child, raises on every call
     for name, append in (("base_no_checks", ""), ("forge_errors_raise_in_recheck",
                                                    attacks.FORGE_CHILD_REPORT + attacks.RAISE_IN_RECHECK)):
