@@ -13,7 +13,7 @@ import sys
 from setuptools import find_packages, setup
 
 PARTS = ("reference", "tools", "spec_tests", "properties")  # transformer_spec/layout.py:PARTS
-DATA = {"transformer_spec": ["rubric.toml", "rubric_modern.toml", "rubric_cs336.toml"], "spec_tests.snapshots": ["*.pt"]}
+DATA = {"transformer_spec": ["rubric*.toml"], "spec_tests.snapshots": ["*.pt"]}
 
 # setuptools runs this file with the command it builds: "editable_wheel" for `pip install -e .`
 EDITABLE = any(cmd in sys.argv for cmd in ("editable_wheel", "develop"))

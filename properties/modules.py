@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch.nn as nn
 
-from transformer_spec.testing import set_parameters
+from transformer_spec.probes.testing import set_parameters
 
 from .strategies import Config, build
 

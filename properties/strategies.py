@@ -8,7 +8,7 @@ multiples of 1/8 in ``[-3, 3]`` (exact in float32, printed exactly), and they sh
 student the smallest shapes and dtype on which it breaks, as tensors printed in full.
 
 Module weights are the exception: they come from a seed (``seeds()``) through
-:func:`transformer_spec.testing.seeded_parameters` / :func:`randomize_parameters`, because a
+:func:`transformer_spec.probes.testing.seeded_parameters` / :func:`randomize_parameters`, because a
 module has too many numbers to draw one by one and they do not need to be read.
 
 Tolerances per dtype (:func:`law_tolerance`): float64 ``rtol=1e-9, atol=1e-10``; float32
@@ -27,7 +27,8 @@ import torch.nn as nn
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from transformer_spec import inputs, profiles
+from transformer_spec import profiles
+from transformer_spec.contract import inputs
 
 
 # --------------------------------------------------------------------------- budget

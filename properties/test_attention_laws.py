@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from transformer_spec import profiles
-from transformer_spec.assertions import assert_close
+from transformer_spec.probes.assertions import assert_close
 
 from .strategies import attention_inputs, budget, law_tolerance, tensors, values
 

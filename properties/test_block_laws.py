@@ -13,8 +13,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transformer_spec.assertions import assert_close
-from transformer_spec.testing import encoder_block_shapes, seeded_parameters
+from transformer_spec.probes.assertions import assert_close
+from transformer_spec.probes.testing import encoder_block_shapes, seeded_parameters
 
 from .draws import padding_mask, replace_padded, x_and_memory
 from .modules import decoder_block, encoder_block, feed_forward, with_parameters

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from transformer_spec import profiles
-from transformer_spec.assertions import assert_close
+from transformer_spec.probes.assertions import assert_close
 
 from .draws import x_and_memory
 from .modules import decoder_block, encoder_block, minigpt, self_attention, seq2seq

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transformer_spec.assertions import assert_close
+from transformer_spec.probes.assertions import assert_close
 
 from .modules import multihead_attention
 from .strategies import attention_inputs, coefficients, configs, law_tolerance, sequences, tensors

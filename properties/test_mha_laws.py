@@ -14,8 +14,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transformer_spec.assertions import assert_close
-from transformer_spec.testing import mha_shapes, seeded_parameters, set_parameters
+from transformer_spec.probes.assertions import assert_close
+from transformer_spec.probes.testing import mha_shapes, seeded_parameters, set_parameters
 
 from .draws import replace_padded
 from .modules import multihead_attention, with_parameters

@@ -14,7 +14,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transformer_spec.assertions import assert_close
+from transformer_spec.probes.assertions import assert_close
 
 from .draws import padding_mask, x_and_memory
 from .modules import decoder_block, encoder_block, feed_forward, multihead_attention, self_attention

@@ -20,8 +20,8 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from transformer_spec.assertions import assert_close
-from transformer_spec.testing import assert_attention_weights_valid
+from transformer_spec.probes.assertions import assert_close
+from transformer_spec.probes.testing import assert_attention_weights_valid
 
 from .draws import padding_mask, x_and_memory
 from .modules import attention_module, decoder_block, encoder_block, minigpt

@@ -2,7 +2,7 @@
 
 The contract asks that a bad argument's error "names the argument". These helpers hold a message
 to the argument's identifier as a word: ``seq_len`` passes, ``SEQ_LEN`` or ``XXseq_lenXX`` does not
-(stricter than :func:`transformer_spec.testing.assert_raises_naming`, which accepts the name in any
+(stricter than :func:`transformer_spec.probes.testing.assert_raises_naming`, which accepts the name in any
 case, anywhere). Used by ``test_bad_arguments.py`` and ``test_argument_defaults.py``.
 """
 
@@ -11,7 +11,7 @@ import re
 import pytest
 
 from transformer_spec import profiles
-from transformer_spec.testing import assert_accepts
+from transformer_spec.probes.testing import assert_accepts
 
 
 def names_as_word(message: str, name: str) -> bool:
@@ -21,7 +21,7 @@ def names_as_word(message: str, name: str) -> bool:
 
 def raises_naming_word(fn, name, what, valid=None):
     """``fn()`` must raise ValueError (or TypeError) whose message names ``name`` as a word; ``valid``,
-    the same call with valid arguments (:func:`transformer_spec.testing.assert_accepts`), must not
+    the same call with valid arguments (:func:`transformer_spec.probes.testing.assert_accepts`), must not
     (None where the test has just made that call itself)."""
     if valid is not None:
         assert_accepts(valid, what, (name,))

@@ -8,7 +8,7 @@ Used by ``test_contract_basics.py`` and ``test_argument_defaults.py`` (MiniGPT) 
 
 import torch
 
-from transformer_spec.assertions import assert_equal
+from transformer_spec.probes.assertions import assert_equal
 
 SEED = [3, 1, 4]
 #: the integer dtypes a seed tensor may have: torch's default for ints, and a narrower one

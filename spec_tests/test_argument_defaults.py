@@ -14,8 +14,8 @@ import inspect
 import pytest
 import torch
 
-from transformer_spec.assertions import assert_close
-from transformer_spec.testing import minigpt_parameters, set_parameters
+from transformer_spec.probes.assertions import assert_close
+from transformer_spec.probes.testing import minigpt_parameters, set_parameters
 
 from .argument_names import raises_naming_word as _raises_naming_word
 from .generate_checks import assert_generate_defaults

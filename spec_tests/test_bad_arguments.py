@@ -15,9 +15,10 @@ token tensors (``src`` or ``tgt``) and each of its constructor's sizes set to 0.
 import pytest
 import torch
 
+from transformer_spec.probes.testing import assert_raises_naming, small_seq2seq
+
 from .argument_names import misnamed as _misnamed
 from .argument_names import raises_naming_word as _raises_naming_word
-from transformer_spec.testing import assert_raises_naming, small_seq2seq
 
 pytestmark = pytest.mark.component("errors")
 
@@ -82,7 +83,7 @@ VALID = {
 
 
 def valid(impl, key):
-    """``VALID[key]`` for :func:`transformer_spec.testing.assert_accepts`, bound to ``impl``."""
+    """``VALID[key]`` for :func:`transformer_spec.probes.testing.assert_accepts`, bound to ``impl``."""
     description, call = VALID[key]
     return description, lambda: call(impl)
 

@@ -13,10 +13,9 @@ import re
 import pytest
 import torch
 
-from transformer_spec import inputs
-from transformer_spec.assertions import assert_close, assert_equal
-from transformer_spec.loader import SubmissionError
-from transformer_spec.testing import (
+from transformer_spec.contract import inputs
+from transformer_spec.probes.assertions import assert_close, assert_equal
+from transformer_spec.probes.testing import (
     assert_raises_naming,
     decoder_block_shapes,
     encoder_block_shapes,
@@ -26,7 +25,8 @@ from transformer_spec.testing import (
     set_parameters,
     small_seq2seq,
 )
-from transformer_spec.testing import seeded_parameters as seeded
+from transformer_spec.probes.testing import seeded_parameters as seeded
+from transformer_spec.submission.loader import SubmissionError
 
 D, H, FF, VOCAB = 8, 2, 16, 11
 

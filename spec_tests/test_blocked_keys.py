@@ -11,7 +11,7 @@ attend to the first key alone, even when its score is -20000 (below a fill of -1
 import pytest
 import torch
 
-from transformer_spec.assertions import assert_close
+from transformer_spec.probes.assertions import assert_close
 
 
 @pytest.mark.component("attention")

@@ -7,8 +7,8 @@ Shapes come straight from the contract's tables (``docs/contract.md``).
 import pytest
 import torch
 
-from transformer_spec import contract
-from transformer_spec.assertions import assert_close
+from transformer_spec.contract import names as contract
+from transformer_spec.probes.assertions import assert_close
 
 from .generate_checks import SEED_DTYPES, assert_tensor_seed_is_the_list_seed
 

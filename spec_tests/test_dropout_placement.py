@@ -11,8 +11,8 @@ every sublayer, is in ``test_behaviours.py``.)
 import pytest
 import torch
 
-from transformer_spec.assertions import assert_close
-from transformer_spec.testing import (
+from transformer_spec.probes.assertions import assert_close
+from transformer_spec.probes.testing import (
     decoder_block_shapes,
     encoder_block_shapes,
     ffn_shapes,

@@ -7,8 +7,8 @@ shape is in ``test_contract_basics.py``, its errors in ``test_bad_arguments.py``
 import pytest
 import torch
 
-from transformer_spec.assertions import assert_close
-from transformer_spec.testing import set_parameters
+from transformer_spec.probes.assertions import assert_close
+from transformer_spec.probes.testing import set_parameters
 
 D = 8
 F64 = torch.float64

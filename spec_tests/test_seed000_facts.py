@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from transformer_spec.assertions import assert_close, assert_equal
+from transformer_spec.probes.assertions import assert_close, assert_equal
 
 # ---------------------------------------------------------------- 7.1: the causal mask
 

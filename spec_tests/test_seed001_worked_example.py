@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from transformer_spec import profiles
-from transformer_spec.assertions import assert_close, assert_equal
-from transformer_spec.testing import set_parameters
+from transformer_spec.probes.assertions import assert_close, assert_equal
+from transformer_spec.probes.testing import set_parameters
 
 pytestmark = pytest.mark.component("attention")
 

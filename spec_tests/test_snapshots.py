@@ -5,7 +5,7 @@ The files in ``spec_tests/snapshots/`` hold seeded weights and inputs (generated
 any implementation, stored by the contract's parameter names) and the reference's outputs for
 them. Regenerate with ``python -m spec_tests.snapshots.regenerate`` (``--check`` compares only).
 The weights are copied into the submission's modules by name
-(:func:`transformer_spec.testing.set_parameters`).
+(:func:`transformer_spec.probes.testing.set_parameters`).
 
 Generation is checked only where every correct implementation must agree: greedy decoding
 (``temperature=0``; every step's top-1/top-2 logit gap is at least 0.14, so float32 rounding
@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_spec.assertions import assert_close
-from transformer_spec.testing import parameter_table, set_parameters
+from transformer_spec.probes.assertions import assert_close
+from transformer_spec.probes.testing import parameter_table, set_parameters
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 REGENERATE = "python -m spec_tests.snapshots.regenerate"

@@ -1,8 +1,8 @@
 """PyTorch's own attention and transformer layers as an independent oracle.
 
 The submission's modules get seeded weights by the contract's names
-(:func:`transformer_spec.testing.set_parameters`); PyTorch's modules get the same weights
-(:mod:`transformer_spec.testing`: ``in_proj_weight = cat(W_Q, W_K, W_V)``, attention biases
+(:func:`transformer_spec.probes.testing.set_parameters`); PyTorch's modules get the same weights
+(:mod:`transformer_spec.probes.testing`: ``in_proj_weight = cat(W_Q, W_K, W_V)``, attention biases
 zeroed, ``linear1/linear2/norm*`` copied). Both run in eval mode, in float32 and float64.
 
 Two conventions differ from ours and are translated here, not in the submission:
@@ -22,11 +22,11 @@ for this thread only), and no call of the submission is.
 import pytest
 import torch
 import torch.nn.functional as F
+from transformer_spec.contract.inputs import ORACLE, causal, padding, randn, random_mask
 
-from transformer_spec.assertions import assert_close
-from transformer_spec.forbidden import oracle as torch_oracle
-from transformer_spec.inputs import ORACLE, causal, padding, randn, random_mask
-from transformer_spec.testing import (
+from transformer_spec.guard.forbidden import oracle as torch_oracle
+from transformer_spec.probes.assertions import assert_close
+from transformer_spec.probes.testing import (
     decoder_block_shapes,
     encoder_block_shapes,
     ffn_shapes,
@@ -45,7 +45,7 @@ TOL = {
     torch.float64: {"rtol": 1e-9, "atol": 1e-10},
 }
 
-S = ORACLE  # the sizes the hidden re-checks mirror (transformer_spec/inputs.py)
+S = ORACLE  # the sizes the hidden re-checks mirror (transformer_spec/contract/inputs.py)
 B, LQ, LK, D, H, FF = S.b, S.lq, S.lk, S.d, S.h, S.ff
 
 

@@ -9,7 +9,7 @@ import torch
 from tools import bench
 from tools.benchmarks import graded_run, timing, torch_gpt, workloads
 from tools.cli import ToolError
-from transformer_spec import loader
+from transformer_spec.submission import loader
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_suite_command_runs_the_specification_with_the_grading_profile():
 def test_suite_row_times_a_real_pytest_run(tmp_path, ref):
     # A stand-in project: the harness's plugins and one test in each folder.
     (tmp_path / "conftest.py").write_text(
-        'pytest_plugins = ["transformer_spec.plugin", "transformer_spec.hypothesis_profiles"]\n')
+        'pytest_plugins = ["transformer_spec.pytest_plugin.plugin", "transformer_spec.pytest_plugin.hypothesis_profiles"]\n')
     for folder in ("spec_tests", "properties"):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / f"test_{folder}.py").write_text("def test_ok(impl):\n    assert impl.has('MiniGPT')\n")

@@ -9,8 +9,8 @@ import pytest
 
 from tools.benchmarks import class_grading, timing
 from tools.cli import ToolError
-from transformer_spec.pitfalls import catalogue
-from transformer_spec.variations import CATALOGUE
+from transformer_spec.catalogue.pitfalls import catalogue
+from transformer_spec.catalogue.variations import CATALOGUE
 
 
 def test_a_rate_row_is_met_by_its_seconds_not_its_ratio():

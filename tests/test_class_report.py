@@ -1,4 +1,4 @@
-"""The class report (``tools/grade/report.py``): what it shows, and that a real browser renders it.
+"""The class report (``transformer_spec/grader/report.py``): what it shows, and that a real browser renders it.
 
 The browser is Debian's headless Chromium (``.ci/run`` installs it): it loads the page from the
 file, the page's own check marks on ``<body>`` how many figures it holds and how many were
@@ -12,9 +12,10 @@ import re
 import pytest
 
 from tests.tools_helpers import NO_CHROMIUM, assert_renders_in_chromium
-from tools.grade import report
-from tools.grade.record import Record
-from transformer_spec import registry, tracks
+from transformer_spec.contract import registry, tracks
+from transformer_spec.grader import report
+from transformer_spec.grader.record import Record
+
 
 def _record(student: str, status: str, share: float, mistakes: dict | None = None,
             components: tuple[str, ...] | None = None) -> Record:

@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from transformer_spec import alarm, behaviour, diagnose, loader
-from transformer_spec.patching import load_patched_reference
-from transformer_spec.pitfalls import by_name
+from transformer_spec.catalogue.patching import load_patched_reference
+from transformer_spec.catalogue.pitfalls import by_name
+from transformer_spec.diagnosis import diagnose
+from transformer_spec.guard import alarm
+from transformer_spec.probes import behaviour
+from transformer_spec.submission import loader
 
 BY_NAME = by_name()
 
@@ -185,7 +188,7 @@ def test_a_hanging_component_is_noted_and_the_next_one_still_runs(tmp_path, monk
 def test_a_mistake_no_pitfall_describes_gets_no_name(tmp_path, case):
     # Issue 13: a Post-LN default and a normalised residual stream were both named "dropout
     # applied to the residual sum", from one coincidental yes/no behaviour.
-    from transformer_spec.diagnosis_accuracy import UNNAMED
+    from transformer_spec.diagnosis.accuracy import UNNAMED
 
     comp, description, patches = UNNAMED[case]
     d = diagnose.diagnose(_broken(tmp_path, *patches), [comp])[comp]
@@ -201,7 +204,7 @@ def test_a_course_profiles_view_calls_its_functions_in_float32_and_returns_float
 
     import torch
 
-    from transformer_spec.profiles.diagnosis import float32_view
+    from transformer_spec.diagnosis.profiles import float32_view
 
     seen = []
 
@@ -223,8 +226,8 @@ def test_a_course_profiles_view_calls_its_functions_in_float32_and_returns_float
                                   "rmsnorm_eps_outside_sqrt"])
 def test_a_mistake_is_named_through_the_cs336_profile_and_correct_code_gets_no_name(tmp_path, name):
     from transformer_spec import profiles
-    from transformer_spec.profiles import cs336_catalogue
-    from transformer_spec.profiles import diagnosis as through
+    from transformer_spec.catalogue import cs336 as cs336_catalogue
+    from transformer_spec.diagnosis import profiles as through
 
     cs336 = profiles.get("cs336")
     p = through.pitfall(name, cs336)
@@ -240,7 +243,7 @@ def test_a_mistake_is_named_through_the_cs336_profile_and_correct_code_gets_no_n
 
 def test_a_profile_of_ones_own_is_not_diagnosed():
     from transformer_spec import profiles
-    from transformer_spec.profiles import diagnosis as through
+    from transformer_spec.diagnosis import profiles as through
 
     own = profiles.from_file(str(REPO / "docs" / "examples" / "course_profile.py"))
     assert not through.diagnosable(own) and through.diagnosable("cs336") and through.diagnosable(None)
@@ -250,10 +253,12 @@ def test_a_profile_of_ones_own_is_not_diagnosed():
 def test_a_part_is_blamed_only_where_its_caller_reaches_its_mistake(tmp_path):
     """Issue 44: a CS336 student's attention crashed only for ``mask=None``, and the diagnosis of their multi-head
     attention (always causal) said "fix attention first"; fixing it changed nothing. The calls a correct gqa makes
-    into attention under the profile all carry the causal mask (:mod:`transformer_spec.reach`), so that crash is not
+    into attention under the profile all carry the causal mask (:mod:`transformer_spec.diagnosis.reach`), so that crash is not
     reached there; an attention wrong for every mask is."""
-    from transformer_spec import diagnosis_catalogue, profiles, reach
-    from transformer_spec.profiles import diagnosis as through
+    from transformer_spec import profiles
+    from transformer_spec.diagnosis import catalogue as diagnosis_catalogue
+    from transformer_spec.diagnosis import profiles as through
+    from transformer_spec.diagnosis import reach
 
     cs336 = profiles.get("cs336")
     profiles.use(cs336)

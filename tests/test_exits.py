@@ -1,4 +1,4 @@
-"""``os._exit`` inside a method fails the test that called it; the run goes on (transformer_spec/exits.py)."""
+"""``os._exit`` inside a method fails the test that called it; the run goes on (transformer_spec/guard/exits.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 import subprocess
 import sys
 
+from transformer_spec.catalogue.patching import write_patched_reference
 from transformer_spec.layout import ROOT
-from transformer_spec.patching import write_patched_reference
 
 FORWARD = '        """``x (..., D)`` -> ``(..., D)``: ``linear2(dropout(gelu(linear1(x))))``."""\n'
 

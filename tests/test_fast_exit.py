@@ -1,4 +1,4 @@
-"""transformer_spec.fast_exit: a finished run ends without the interpreter's teardown, and only
+"""transformer_spec.guard.fast_exit: a finished run ends without the interpreter's teardown, and only
 when nothing can be lost (the exit status, the summary, a program that goes on after pytest)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ TESTS = textwrap.dedent(f"""
 
 @pytest.fixture
 def project(tmp_path):
-    (tmp_path / "conftest.py").write_text('pytest_plugins = ["transformer_spec.fast_exit"]\n')
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["transformer_spec.guard.fast_exit"]\n')
     (tmp_path / "test_it.py").write_text(TESTS)
     return tmp_path
 
@@ -61,7 +61,7 @@ def test_an_in_process_run_inside_a_run_does_not_end_the_outer_one(project):
 
         def test_inner_run(tmp_path):
             (tmp_path / "test_x.py").write_text("def test_x():\\n    pass\\n")
-            assert pytest.main([str(tmp_path), "-q", "-p", "no:cacheprovider", "-p", "transformer_spec.fast_exit"]) == 0
+            assert pytest.main([str(tmp_path), "-q", "-p", "no:cacheprovider", "-p", "transformer_spec.guard.fast_exit"]) == 0
     """))
     proc = run(project, "-q", "-p", "no:cacheprovider")
     assert proc.returncode == 0 and "2 passed" in proc.stdout and MARK not in proc.stdout, proc.stdout + proc.stderr
@@ -90,7 +90,7 @@ def test_the_exit_comes_after_every_unconfigure_hook(project):
     (project / "conftest.py").write_text(textwrap.dedent('''
         import pytest
 
-        pytest_plugins = ["transformer_spec.fast_exit"]
+        pytest_plugins = ["transformer_spec.guard.fast_exit"]
 
 
         class Late:

@@ -1,4 +1,4 @@
-"""Tests of the forbidden-API guard (transformer_spec/forbidden.py) and of its use in grading."""
+"""Tests of the forbidden-API guard (transformer_spec/guard/forbidden.py) and of its use in grading."""
 
 from __future__ import annotations
 
@@ -18,9 +18,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from tests.adversarial import guard_removals
-from transformer_spec import files, forbidden, forbidden_names, loader
-from transformer_spec.outcomes import Kind
-from transformer_spec.patching import write_patched_reference
+from transformer_spec import files
+from transformer_spec.catalogue.patching import write_patched_reference
+from transformer_spec.guard import forbidden, forbidden_names
+from transformer_spec.results.outcomes import Kind
+from transformer_spec.submission import loader
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -287,8 +289,8 @@ def test_grading_a_submission_that_calls_sdpa_loses_the_attention_points(tmp_pat
 
 
 def test_the_class_grader_refuses_to_copy_a_symlink_leaving_a_submission(tmp_path):
-    from tools.grade.settings import GradeError
-    from tools.grade.submissions import Entry, copy_submission
+    from transformer_spec.grader.settings import GradeError
+    from transformer_spec.grader.submissions import Entry, copy_submission
 
     folder = tmp_path / "student"
     folder.mkdir()
@@ -308,7 +310,7 @@ def test_a_sealed_process_opens_no_oracle_window(tmp_path):
 
     code = (
         "import torch, torch.nn.functional as F\n"
-        "from transformer_spec import forbidden, forbidden_ops\n"
+        "from transformer_spec.guard import forbidden, forbidden_ops\n"
         "guard = forbidden.Guard(forbidden.DEFAULT_FORBIDDEN, paths=lambda: []).install()\n"
         "q = torch.randn(1, 2, 3)\n"
         "with forbidden.oracle():\n"
@@ -383,7 +385,7 @@ def test_a_stand_in_gives_metadata_freely_and_no_answers_through_its_dict():
     call) reads ``__file__`` of every module in ``sys.modules``: metadata, no use. An answer is refused, so is
     a write (the attack corpus's ``edit_tests`` replaces ``assert_close``), and the stand-in's ``__dict__`` holds
     none."""
-    from transformer_spec import forbidden_suite
+    from transformer_spec.guard import forbidden_suite
 
     class Refusing:
         refused: list = []

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_spec.patching import INDEPENDENT_IMPL, REFERENCE_DIR, write_patched_reference
+from transformer_spec.catalogue.patching import INDEPENDENT_IMPL, REFERENCE_DIR, write_patched_reference
 
 #: the slow set (conftest.py: run with --slow): a graded run per route around the forbidden-API guard
 pytestmark = pytest.mark.slow

@@ -17,8 +17,9 @@ import yaml
 
 from tests.test_gradescope_bundle import pinned_torch
 from tools import classroom, classroom_check, release
-from transformer_spec import profiles, tracks
-from transformer_spec import rubric as rubrics
+from transformer_spec import profiles
+from transformer_spec.contract import tracks
+from transformer_spec.scoring import rubric as rubrics
 
 REPO = Path(__file__).resolve().parent.parent
 GRADER = "course-org/transformer-spec"

@@ -1,5 +1,5 @@
 """The proof that needs no re-check: passes claimed for a component whose names the submission's
-files cannot define (``tools/grade/absent.py``).
+files cannot define (``transformer_spec/grader/absent.py``).
 
 It is proof only if no test of such a component can pass: both halves are shown here, the reading
 of the source (what binds a name, what makes the reading give up) and, on the suite itself, that
@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from tools import mutants
-from tools.grade import absent
-from transformer_spec import registry
+from transformer_spec.catalogue.patching import REFERENCE_DIR
+from transformer_spec.contract import registry
+from transformer_spec.grader import absent
 from transformer_spec.layout import ROOT
-from transformer_spec.patching import REFERENCE_DIR
 
 #: the slow set (conftest.py: run with --slow): grades classes whose files lack names
 pytestmark = pytest.mark.slow
@@ -209,7 +209,10 @@ def test_components_defined_only_as_stubs_are_read_from_the_source(tmp_path):
 
 _LOADED_STUBS = """
 import json, sys
-from transformer_spec import files, loader, profiles, stubs, tracks
+from transformer_spec import files, profiles
+from transformer_spec.contract import tracks
+from transformer_spec.pytest_plugin import stubs
+from transformer_spec.submission import loader
 target, track, course = sys.argv[1:4]
 profile = profiles.get(course) if course != "-" else None
 tracks.use(profile.track if profile else track)
@@ -312,7 +315,7 @@ def test_under_the_profile_every_test_of_a_component_calls_its_functions(tmp_pat
     graded test calls one of its own component's functions."""
     from tests.profiles.repositories import handout_repository
     from transformer_spec import profiles
-    from transformer_spec.results_file import nodeid_of
+    from transformer_spec.results.results_file import nodeid_of
 
     cs336 = profiles.get("cs336")
     repo = handout_repository(tmp_path / "repo")
@@ -345,7 +348,7 @@ def test_a_placeholder_with_a_forged_report_keeps_no_more_than_its_code_earns(tm
     collects), whose public replay proves the claimed pass false (``tampering``), and the grade is at most what
     the same code without the forger gets (under cs336, before that twin, it kept every forged pass)."""
     from tests.adversarial import attacks
-    from transformer_spec import placeholders
+    from transformer_spec.catalogue import placeholders
 
     row = next(p for p in placeholders.rows(placeholders.components_of("modern", course)) if p.component == "minillama")
     mutants.write_row(row, tmp_path / "class", "modern", course)

@@ -22,8 +22,8 @@ import jsonschema
 import pytest
 
 from tests.adversarial.corpus import build
-from tests.tools_helpers import NO_CHROMIUM, assert_renders_in_chromium
 from tests.test_grading import GRADESCOPE_SCHEMA
+from tests.tools_helpers import NO_CHROMIUM, assert_renders_in_chromium
 from tools import grade
 
 #: the slow set (conftest.py: run with --slow): grades the sample class corpus in sandboxed children
@@ -347,7 +347,7 @@ def test_feedback_states_each_components_diagnosis_once_then_its_failing_tests()
 
 
 def test_the_class_graders_points_add_up_to_the_rubrics_exactly(corpus):
-    from transformer_spec import rubric
+    from transformer_spec.scoring import rubric
 
     root, _, records, _, _ = corpus
     data = json.loads((root / "out" / "students" / "correct" / "results.json").read_text())

@@ -1,5 +1,5 @@
 """No shape of a class folder stops a class, and a submission's own text is never a command (issue 45): the
-grader walks and copies without recursion and within limits (tools/grade/tree.py), reads nothing over the size
+grader walks and copies without recursion and within limits (transformer_spec/grader/tree.py), reads nothing over the size
 limit, leaves special files out, keeps an id that is the student's own, and quotes every re-run line."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tools.grade import tree
-from tools.grade.batch import folder_hashes
-from tools.grade.settings import MAX_SUBMISSION_BYTES, GradeError
-from tools.grade.submissions import Entry, copy_submission, discover, submission_hash
-from transformer_spec.failures import shell_test_id, shell_word
+from transformer_spec.grader import tree
+from transformer_spec.grader.batch import folder_hashes
+from transformer_spec.grader.settings import MAX_SUBMISSION_BYTES, GradeError
+from transformer_spec.grader.submissions import Entry, copy_submission, discover, submission_hash
+from transformer_spec.pytest_plugin.failures import shell_test_id, shell_word
 
 
 def _deep(root: Path, depth: int) -> Path:

@@ -13,8 +13,8 @@ import pytest
 
 from tests.test_grading import GRADESCOPE_SCHEMA
 from tools import grade
-from transformer_spec.patching import REFERENCE_DIR, write_patched_reference
-from transformer_spec.pitfalls import by_name
+from transformer_spec.catalogue.patching import REFERENCE_DIR, write_patched_reference
+from transformer_spec.catalogue.pitfalls import by_name
 
 #: the slow set (conftest.py: run with --slow): grades submissions through tools.grade single, sandbox and re-checks
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""A student's text and names are data (``tools/grade/text.py``, issue 26): every output writes them
+"""A student's text and names are data (``transformer_spec/grader/text.py``, issue 26): every output writes them
 so that no reader runs or mistakes them, and every entry of a class folder gets one row of its own.
 
 The whole path (a class holding such names and messages, graded beside honest students) is
@@ -22,12 +22,12 @@ import pytest
 from markdown_it import MarkdownIt
 
 from tests.tools_helpers import NO_CHROMIUM, chromium_dom
-from tools.grade import coverage_pages, text
-from tools.grade.settings import REPO
-from tools.grade.feedback import feedback_md
-from tools.grade.output import Output
-from tools.grade.record import Record
-from tools.grade.submissions import discover
+from transformer_spec.grader import coverage_pages, text
+from transformer_spec.grader.feedback import feedback_md
+from transformer_spec.grader.output import Output
+from transformer_spec.grader.record import Record
+from transformer_spec.grader.settings import REPO
+from transformer_spec.grader.submissions import discover
 
 
 def _record(student="alice", detail="", output="wrong value", diagnoses=None) -> Record:

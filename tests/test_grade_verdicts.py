@@ -1,5 +1,5 @@
 """What the parent decides from what children sent, without starting any: the re-checks' verdicts
-(``tools/grade/rechecks.py``) and what they do to the claimed passes (``decision.apply_verdicts``), the messages it keeps (``children.ChildRun``) and the records'
+(``transformer_spec/grader/rechecks.py``) and what they do to the claimed passes (``decision.apply_verdicts``), the messages it keeps (``children.ChildRun``) and the records'
 MACs (``output.Output``)."""
 
 from __future__ import annotations
@@ -9,16 +9,17 @@ import shutil
 
 import numpy as np
 import pytest
+from transformer_spec.contract.registry import Recheck
 
-from tools.grade.children import MAX_MESSAGES, ChildRun
-from tools.grade.output import Output
-from tools.grade.decision import apply_verdicts
-from tools.grade.rechecks import Verdicts, verdicts
-from tools.grade.record import Record
-from transformer_spec import outcomes, recheck, results_file
-from transformer_spec.outcomes import Kind
-from transformer_spec.recheck import PUBLIC, SECRET
-from transformer_spec.registry import Recheck
+from transformer_spec.grader.children import MAX_MESSAGES, ChildRun
+from transformer_spec.grader.decision import apply_verdicts
+from transformer_spec.grader.output import Output
+from transformer_spec.grader.rechecks import Verdicts, verdicts
+from transformer_spec.grader.record import Record
+from transformer_spec.grader import recheck
+from transformer_spec.grader.recheck import PUBLIC, SECRET
+from transformer_spec.results import outcomes, results_file
+from transformer_spec.results.outcomes import Kind
 
 A1 = Recheck("a[1]", "attention", ("t::anchor1",), run=None, public=0)
 A2 = Recheck("a[2]", "attention", ("t::anchor2",), run=None)  # no public replay
@@ -164,7 +165,7 @@ def test_an_error_of_the_grader_is_graded_again_and_only_twice_is_a_grader_error
     """A grading that raises (a bug of the tool, a fault of the host, the parser's spurious SystemError
     of cpython gh-106905) is never the student's doing: the student is graded once more, and only an
     error that happens again is a ``grader-error`` row (which never stops the batch)."""
-    from tools.grade import batch
+    from transformer_spec.grader import batch
 
     calls = []
 

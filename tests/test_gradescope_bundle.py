@@ -23,12 +23,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from tests.profiles.repositories import cs336_repository
 from tests.test_grading import GRADESCOPE_SCHEMA
 from tools import gradescope_bundle, release
 from tools.grade.cli import build_single_parser, settings_of
-from transformer_spec.patching import REFERENCE_DIR, write_patched_reference
-from tests.profiles.repositories import cs336_repository
-from transformer_spec.pitfalls import by_name
+from transformer_spec.catalogue.patching import REFERENCE_DIR, write_patched_reference
+from transformer_spec.catalogue.pitfalls import by_name
 
 #: the slow set (conftest.py: run with --slow): builds Gradescope's bundle and runs its run_autograder
 pytestmark = pytest.mark.slow
@@ -169,7 +169,7 @@ def test_bundle_holds_the_scripts_and_the_project_and_nothing_else(bundle):
         assert script in infos, f"{script} must be at the zip's top level"
         assert (infos[script].external_attr >> 16) & stat.S_IXUSR, f"{script} must be executable"
     for needed in ("pyproject.toml", "constraints.txt", "README.md", "conftest.py", "docs/contract.md",
-                   "transformer_spec/rubric.toml", "tools/grade/single.py", "reference/__init__.py",
+                   "transformer_spec/rubric.toml", "transformer_spec/grader/single.py", "reference/__init__.py",
                    "spec_tests/test_torch_oracle.py", "properties/__init__.py"):
         assert needed in infos, needed
     for name in infos:

@@ -1,4 +1,4 @@
-"""Tests of the grading plugin (transformer_spec/grading.py): rubric, points, results.json.
+"""Tests of the grading plugin (transformer_spec/pytest_plugin/grading.py): rubric, points, results.json.
 
 Runs of the real suite are in-process (``pytest.main``) on small selections; the harness's
 mechanics (hidden tests, skips, interruption, unimportable submissions) run on tiny synthetic
@@ -16,9 +16,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from transformer_spec import tracks
-from transformer_spec import rubric as rubrics
-from transformer_spec.patching import write_patched_reference
+from transformer_spec.catalogue.patching import write_patched_reference
+from transformer_spec.contract import tracks
+from transformer_spec.scoring import rubric as rubrics
 
 pytest_plugins = ["pytester"]
 
@@ -325,7 +325,7 @@ def synthetic(pytester):
 
 def run_synthetic(pytester, *args, impl="submission.py", **kwargs):
     result = pytester.runpytest_inprocess(
-        "-p", "transformer_spec.plugin", "-p", "transformer_spec.grading", "-p", "no:cacheprovider",
+        "-p", "transformer_spec.pytest_plugin.plugin", "-p", "transformer_spec.pytest_plugin.grading", "-p", "no:cacheprovider",
         "--impl", impl, "--rubric", "rubric.toml", "--grade-json", "r.json", *args, **kwargs,
     )
     return result, json.loads((pytester.path / "r.json").read_text())
@@ -403,7 +403,7 @@ def test_a_failing_propertys_smallest_example_is_in_the_terminal_results_json_an
 
     synthetic.makepyfile(test_property=PROPERTY_TESTS)
     result = synthetic.runpytest_subprocess(
-        "-p", "transformer_spec.plugin", "-p", "transformer_spec.grading", "-p", "no:cacheprovider",
+        "-p", "transformer_spec.pytest_plugin.plugin", "-p", "transformer_spec.pytest_plugin.grading", "-p", "no:cacheprovider",
         "--impl", "submission.py", "--rubric", "rubric.toml", "--grade-json", "r.json", "test_property.py",
         timeout=300)
     results = json.loads((synthetic.path / "r.json").read_text())
@@ -422,7 +422,7 @@ def test_a_failing_propertys_smallest_example_is_in_the_terminal_results_json_an
 def test_shrinking_ends_after_its_calls_with_the_latest_failure_and_its_example():
     """A graded property stops shrinking after ``shrink_calls`` calls past its first failure: the
     next call raises NoShrink from the latest failure, whose recorded arguments are the example."""
-    from transformer_spec import failures
+    from transformer_spec.pytest_plugin import failures
 
     seen = []
 
@@ -459,7 +459,7 @@ def test_an_invalid_example_is_not_a_failure_when_shrinking_ends():
     message, with the invalid example); the latest real failure and its example are."""
     from hypothesis.errors import UnsatisfiedAssumption
 
-    from transformer_spec import failures
+    from transformer_spec.pytest_plugin import failures
 
     def inner(n):
         if n == 7:
@@ -495,7 +495,7 @@ def test_a_property_drawing_inside_the_test_shows_its_example_when_shrinking_end
     with hypothesis's own ``FlakyStrategyDefinition`` ("stopped drawing earlier") and no example."""
     synthetic.makepyfile(test_drawing=DRAWING_PROPERTY)
     synthetic.runpytest_subprocess(
-        "-p", "transformer_spec.plugin", "-p", "transformer_spec.grading", "-p", "no:cacheprovider",
+        "-p", "transformer_spec.pytest_plugin.plugin", "-p", "transformer_spec.pytest_plugin.grading", "-p", "no:cacheprovider",
         "--impl", "submission.py", "--rubric", "rubric.toml", "--grade-json", "r.json", "test_drawing.py",
         timeout=300)
     (test,) = json.loads((synthetic.path / "r.json").read_text())["tests"]
@@ -522,7 +522,7 @@ from hypothesis import given, strategies as st
 def test_fails_at_once(impl, n):
     assert n < 0, "never"
 ''')
-    common = ("-p", "transformer_spec.plugin", "-p", "transformer_spec.grading", "-p", "transformer_spec.hypothesis_profiles",
+    common = ("-p", "transformer_spec.pytest_plugin.plugin", "-p", "transformer_spec.pytest_plugin.grading", "-p", "transformer_spec.pytest_plugin.hypothesis_profiles",
               "-p", "no:cacheprovider", "--impl", "submission.py", "--rubric", "rubric.toml", "test_property.py")
     patches = synthetic.path / ".hypothesis" / "patches"
     synthetic.runpytest_subprocess(*common, "--hypothesis-profile", "dev", timeout=300)
@@ -558,7 +558,7 @@ def test_time_limit_stops_starting_tests_and_says_so(synthetic):
 
 def test_unknown_component_marker_is_a_usage_error(pytester):
     pytester.makepyfile(test_bad='import pytest\n\n@pytest.mark.component("attn")\ndef test_x():\n    pass\n')
-    result = pytester.runpytest_inprocess("-p", "transformer_spec.plugin", "-p", "transformer_spec.grading")
+    result = pytester.runpytest_inprocess("-p", "transformer_spec.pytest_plugin.plugin", "-p", "transformer_spec.pytest_plugin.grading")
     result.stderr.fnmatch_lines(["*test_bad.py::test_x: @pytest.mark.component('attn') names no component*"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
@@ -578,7 +578,7 @@ def test_after(impl):
     pass
 ''')
     result = synthetic.runpytest_subprocess(
-        "-p", "transformer_spec.plugin", "-p", "transformer_spec.grading", "-p", "no:cacheprovider",
+        "-p", "transformer_spec.pytest_plugin.plugin", "-p", "transformer_spec.pytest_plugin.grading", "-p", "no:cacheprovider",
         "-o", "timeout_method=signal", "--impl", "submission.py", "--rubric", "rubric.toml",
         "--grade-json", "r.json", "test_hang.py", timeout=120,
     )
@@ -642,7 +642,7 @@ def test_a_students_run_of_their_own_code_takes_the_graders_examples():
     """Issue 44: a student checking their file with the README's command (``--impl mine.py``, no ``--grading``)
     got 79.62 where the grader gave 79.4: one more property example failed under the grading profile. A run of a
     submission now takes the grader's examples and seeds; the project's own runs of the reference keep ``dev``."""
-    from transformer_spec import hypothesis_profiles as hp
+    from transformer_spec.pytest_plugin import hypothesis_profiles as hp
 
     class Config:
         def __init__(self, **options):
@@ -661,7 +661,7 @@ def test_every_test_failing_on_one_import_is_an_import_error_not_a_grade():
     """Issue 44: adapters that import their package inside each function, with the package's metadata missing:
     every test failed with PackageNotFoundError and the status was ``ok`` with 0. One import failure under every
     graded test that ran is the run's import error; one test passing (or failing otherwise) keeps the grade."""
-    from transformer_spec.outcomes import Outcome, common_import_failure
+    from transformer_spec.results.outcomes import Outcome, common_import_failure
 
     def outcome(nodeid, ran):
         o = Outcome(nodeid, "attention", 1.0, False)

@@ -19,10 +19,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_spec import loader
-from transformer_spec.assertions import assert_close, tolerance
-from transformer_spec.patching import load_patched_reference
-from transformer_spec.testing import assert_property_fails
+from transformer_spec.catalogue.patching import load_patched_reference
+from transformer_spec.probes.assertions import assert_close, tolerance
+from transformer_spec.probes.testing import assert_property_fails
+from transformer_spec.submission import loader
 
 
 def budget(fraction: float) -> settings:

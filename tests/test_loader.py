@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_spec import loader
+from transformer_spec.submission import loader
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,6 +1,6 @@
 """Every property in properties/modern/ fails on a broken implementation from the pitfall catalogue.
 
-Each case copies the reference with one pitfall's patches (``transformer_spec.pitfalls``: the
+Each case copies the reference with one pitfall's patches (``transformer_spec.catalogue.pitfalls``: the
 mistakes the modern track's components declare) and calls the hypothesis property directly with
 ``impl=broken``: it must raise an ``AssertionError`` whose message contains ``match`` (so it fails
 for the intended reason, not by crashing). A property that passes here could not catch the mistake
@@ -21,9 +21,9 @@ from properties.modern import test_optimizer_laws as optim_laws
 from properties.modern import test_rmsnorm_laws as rms_laws
 from properties.modern import test_rotary_laws as rope_laws
 from properties.modern import test_swiglu_laws as swiglu_laws
-from transformer_spec.patching import load_patched_reference
-from transformer_spec.pitfalls import by_name
-from transformer_spec.testing import assert_property_fails
+from transformer_spec.catalogue.patching import load_patched_reference
+from transformer_spec.catalogue.pitfalls import by_name
+from transformer_spec.probes.testing import assert_property_fails
 
 PITFALLS = by_name()
 

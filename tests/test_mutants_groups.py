@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from tools import mutants, mutants_groups
-from transformer_spec.variations import Variation
+from transformer_spec.catalogue.variations import Variation
 
 
 def _v(name: str, *files: str) -> Variation:

@@ -6,8 +6,10 @@ from pathlib import Path
 import pytest
 
 from tools import mutation_score as ms
-from transformer_spec import contract, layout, tracks
-from transformer_spec.loader import load
+from transformer_spec import layout
+from transformer_spec.contract import names as contract
+from transformer_spec.contract import tracks
+from transformer_spec.submission.loader import load
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""Notebook submissions (``transformer_spec.notebooks``): graded like the same code in a ``.py`` file.
+"""Notebook submissions (``transformer_spec.submission.notebooks``): graded like the same code in a ``.py`` file.
 
 IPython lines and cell magics are skipped with a note naming the cell; errors name the cell and
 its line; a graded run of a notebook gives exactly the results of the same code as a module.
@@ -13,8 +13,8 @@ import nbformat
 import pytest
 
 from tests.notebook_helpers import write_notebook
-from transformer_spec import loader, notebooks
-from transformer_spec.patching import INDEPENDENT_IMPL
+from transformer_spec.catalogue.patching import INDEPENDENT_IMPL
+from transformer_spec.submission import loader, notebooks
 
 REPO = Path(__file__).resolve().parent.parent
 

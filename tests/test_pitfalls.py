@@ -6,14 +6,12 @@ import pytest
 from hypothesis import Phase, settings
 
 from tools import mutants
-from transformer_spec import (
-    failures,
-    hypothesis_profiles,  # noqa: F401 - registers the profiles
-    profiles,
-    registry,
-)
-from transformer_spec.patching import PatchError, load_patched_reference, write_patched_reference
-from transformer_spec.pitfalls import by_name, catalogue, check_catalogue
+from transformer_spec.catalogue import of_profile as catalogue_of
+from transformer_spec import profiles
+from transformer_spec.catalogue.patching import PatchError, load_patched_reference, write_patched_reference
+from transformer_spec.catalogue.pitfalls import by_name, catalogue, check_catalogue
+from transformer_spec.contract import registry
+from transformer_spec.pytest_plugin import failures, hypothesis_profiles  # noqa: F401 - registers the profiles
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE = catalogue()
@@ -121,7 +119,7 @@ def test_every_row_of_an_optional_component_is_graded_by_default_in_the_matrix_w
     """The modern matrix grades the track's default rubric (its optional training utilities get no
     points there) and leaves their rows out; the cs336 profile's matrix, whose rubric gives them points,
     grades each of them. ``--every`` (or ``--only`` naming one) grades them under the contract's names."""
-    from transformer_spec import rubric
+    from transformer_spec.scoring import rubric
 
     variations, pitfalls = mutants.rows_of_track("modern")
     every_v, every_p = mutants.rows_of_track("modern", every=True)
@@ -140,7 +138,7 @@ def test_every_row_of_an_optional_component_is_graded_by_default_in_the_matrix_w
 def test_a_course_profiles_matrix_leaves_out_the_pitfalls_it_lists_unseen_unless_every():
     """``--profile cs336`` grades every pitfall its profile can see; ``--every`` also grades those its
     catalogue lists as unseen, and fails one that gets killed (``LISTED UNSEEN BUT KILLED``)."""
-    unseen = profiles.catalogue(profiles.get("cs336")).UNSEEN
+    unseen = catalogue_of(profiles.get("cs336")).UNSEEN
     _, pitfalls = mutants.rows_of_track("modern", "cs336")
     _, every = mutants.rows_of_track("modern", "cs336", every=True)
     assert unseen and {p.name for p in every} - {p.name for p in pitfalls} == set(unseen)
@@ -169,12 +167,12 @@ def test_the_student_command_check_reads_a_kill_matrix_and_names_a_bad_one(tmp_p
 
 
 def test_every_placeholder_applies_and_computes_nothing(tmp_path):
-    """Each placeholder row (transformer_spec/placeholders.py) applies to the reference, and the component it
+    """Each placeholder row (transformer_spec/catalogue/placeholders.py) applies to the reference, and the component it
     names then returns zeros, its input or ones of the right shape: what the kill matrix's `kept` column grades."""
     import torch
 
-    from transformer_spec import placeholders
-    from transformer_spec.patching import load_patched_reference
+    from transformer_spec.catalogue import placeholders
+    from transformer_spec.catalogue.patching import load_patched_reference
 
     rows = placeholders.rows(placeholders.components_of("classic", "contract", True), every=True)
     assert {p.component for p in rows} == set(placeholders.components_of("classic", "contract", True))
@@ -211,7 +209,7 @@ def test_a_placeholder_passes_and_fails_the_same_tests_without_shrinking(tmp_pat
     import subprocess
     import sys
 
-    from transformer_spec import placeholders
+    from transformer_spec.catalogue import placeholders
 
     row = next(p for p in placeholders.rows(["attention"]) if p.component == "attention")
     write_patched_reference(tmp_path, row.patches, "impl")
@@ -229,7 +227,7 @@ def test_a_placeholder_passes_and_fails_the_same_tests_without_shrinking(tmp_pat
 def test_the_placeholder_rows_are_a_class_of_their_own_graded_without_shrinking(monkeypatch):
     """Their verdict is each test's pass or fail (``kept``), so ``run_all`` grades them under ``no-shrink``
     while the other rows keep the profile asked for (``grading``: what a student is graded with)."""
-    from transformer_spec import placeholders
+    from transformer_spec.catalogue import placeholders
 
     seen = []
     monkeypatch.setattr(mutants, "_graded", lambda items, profile, *a: seen.append((len(items), profile)) or {})

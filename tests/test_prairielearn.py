@@ -24,8 +24,8 @@ from tests.test_gradescope_bundle import (  # noqa: F401  (root: a fixture)
     venv_over_source,
 )
 from tools import gradescope_bundle, prairielearn, release
-from transformer_spec.patching import REFERENCE_DIR, write_patched_reference
-from transformer_spec.pitfalls import by_name
+from transformer_spec.catalogue.patching import REFERENCE_DIR, write_patched_reference
+from transformer_spec.catalogue.pitfalls import by_name
 
 #: the slow set (conftest.py: run with --slow): runs the PrairieLearn grader's run.sh on student files
 pytestmark = pytest.mark.slow
@@ -118,7 +118,7 @@ def test_the_image_installs_bubblewrap_and_the_pinned_versions(course):
     assert f'-c constraints.txt "torch=={pinned_torch()}"' in docker
     assert gradescope_bundle.TORCH_CPU_INDEX in docker and '-c constraints.txt -e ".[dev]"' in docker
     assert f"COPY source {prairielearn.SOURCE}" in docker
-    for needed in ("pyproject.toml", "constraints.txt", "tools/grade/single.py", "tools/prairielearn.py",
+    for needed in ("pyproject.toml", "constraints.txt", "transformer_spec/grader/single.py", "tools/prairielearn.py",
                    "reference/__init__.py", "spec_tests", "properties"):
         assert (course / "image" / "source" / needed).exists(), needed
     assert not (course / "image" / "source" / "tests").exists()

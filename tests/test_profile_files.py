@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from transformer_spec import profiles
-from transformer_spec.patching import write_patched_reference
+from transformer_spec.catalogue.patching import write_patched_reference
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "docs" / "examples" / "course_profile.py"

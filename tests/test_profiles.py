@@ -17,7 +17,8 @@ import torch
 
 from tests.adversarial import attacks
 from tests.profiles.repositories import cs336_repository, handout_repository
-from transformer_spec import profiles, rubric
+from transformer_spec import profiles
+from transformer_spec.scoring import rubric
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILES = REPO / "tests" / "profiles"
@@ -247,8 +248,8 @@ def test_the_cs336_kill_matrix_catalogue_is_consistent(tmp_path):
     its names are new, and every pitfall listed as unseen is a modern pitfall hidden by a capability the
     profile lacks (``tools.mutants`` fails a listed pitfall that gets killed)."""
     from tools import mutants
-    from transformer_spec import registry
-    from transformer_spec.profiles import cs336_catalogue as catalogue
+    from transformer_spec.catalogue import cs336 as catalogue
+    from transformer_spec.contract import registry
 
     variations, pitfalls = mutants.rows_of_track("modern", "cs336", every=True)
     own = [*catalogue.PITFALLS, *catalogue.VARIATIONS]

@@ -1,6 +1,6 @@
 """Every property in properties/ fails on a small broken implementation.
 
-Each case copies the reference with one or two source patches (``transformer_spec.patching``)
+Each case copies the reference with one or two source patches (``transformer_spec.catalogue.patching``)
 and calls the hypothesis property directly with ``impl=broken``: it must raise an
 ``AssertionError`` whose message contains ``match`` (so it fails for the intended reason, not
 by crashing). A property that passes here could not catch the mistake its law is about.
@@ -43,9 +43,9 @@ from properties import (
 from properties import (
     test_softmax_rows as softmax_rows,
 )
-from transformer_spec.patching import load_patched_reference
-from transformer_spec.pitfalls import by_name
-from transformer_spec.testing import assert_property_fails
+from transformer_spec.catalogue.patching import load_patched_reference
+from transformer_spec.catalogue.pitfalls import by_name
+from transformer_spec.probes.testing import assert_property_fails
 
 PITFALLS = by_name()
 

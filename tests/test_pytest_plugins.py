@@ -1,7 +1,8 @@
 """The wheel's pytest11 entry point registers the suite's plugins for a run of the suite and for no
 other run (``transformer_spec/pytest_plugins.py``; the installed case: tests/test_wheel.py)."""
 
-from transformer_spec import layout, loader, pytest_plugins
+from transformer_spec import layout, pytest_plugins
+from transformer_spec.submission import loader
 
 
 def test_a_run_naming_a_submission_or_inside_the_suite_is_the_suites(tmp_path):

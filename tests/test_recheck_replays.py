@@ -2,7 +2,7 @@
 
 The class grader calls a submission's report false (``tampering``) when a re-check run at its
 ``public`` seed disagrees with the reference for a test the child claimed passed
-(``tools/grade/rechecks.py``). That is proof only if the replay makes exactly the calls the test
+(``transformer_spec/grader/rechecks.py``). That is proof only if the replay makes exactly the calls the test
 makes: the same constructor arguments, weights, mode and inputs, to the bit. So both run against
 ``tests/replay_spy/spy_submission.py`` (the reference, recording a digest of every call): the
 anchor tests under pytest, the replays as the re-check child runs them, and the two records of
@@ -17,8 +17,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from transformer_spec import loader, recheck, registry
+from transformer_spec.contract import registry
 from transformer_spec.layout import ROOT
+from transformer_spec.grader import recheck
+from transformer_spec.submission import loader
 
 SPY = Path(__file__).resolve().parent / "replay_spy" / "spy_submission.py"
 REPLAYED = [r for r in registry.rechecks() if r.public is not None]

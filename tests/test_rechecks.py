@@ -2,11 +2,11 @@
 
 A re-check that calls correct code wrong is worse than none (the class grader would void an honest
 student's component, or call it ``tampering``), and one that cannot fail counts for nothing. So each
-re-check is run in this process as the re-check child runs it (:func:`transformer_spec.recheck.disagreement`:
+re-check is run in this process as the re-check child runs it (:func:`transformer_spec.grader.recheck.disagreement`:
 the loaded submission, the same seeding, the same encoding of the answer, the parent's comparison)
 and must agree with the reference's outputs on 20 seeds for the reference itself and for
 ``tests/independent/`` (written without looking at ``reference/``), agree for every allowed
-variation (:mod:`transformer_spec.variations`) on one seed (the kill matrix re-checks each on a fresh
+variation (:mod:`transformer_spec.catalogue.variations`) on one seed (the kill matrix re-checks each on a fresh
 secret seed in every run), and disagree with some pitfall of its
 own component on each of three seeds. A public replay (the re-check on its anchor's own inputs,
 ``tests/test_recheck_replays.py``) is held the same way.
@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import pytest
 
-from transformer_spec import contract, loader, placeholders, recheck, registry, tracks
+from transformer_spec.catalogue import placeholders
+from transformer_spec.catalogue.patching import load_patched_reference
+from transformer_spec.catalogue.variations import CATALOGUE
+from transformer_spec.contract import names as contract
+from transformer_spec.contract import registry, tracks
 from transformer_spec.layout import ROOT
-from transformer_spec.patching import load_patched_reference
-from transformer_spec.variations import CATALOGUE
+from transformer_spec.grader import recheck
+from transformer_spec.submission import loader
 
 # the module's `expected` (every re-check on the reference, 20 seeds each) takes about 100 s under CI's load,
 # counted in the time of whichever test sets it up first
@@ -80,7 +84,7 @@ def test_rechecks_agree_with_every_allowed_variation(variation, expected, tmp_pa
 @pytest.fixture(scope="module")
 def broken(tmp_path_factory):
     """Pitfall name -> the reference with that mistake (every pitfall of a re-checked component, and its
-    placeholder: its output replaced by zeros, transformer_spec/placeholders.py)."""
+    placeholder: its output replaced by zeros, transformer_spec/catalogue/placeholders.py)."""
     root = tmp_path_factory.mktemp("pitfalls")
     return {p.name: load_patched_reference(root, p.patches, f"p_{p.name}")
             for c in {r.component for r in CHECKS} for p in _mistakes(c)}
@@ -159,7 +163,7 @@ def test_the_valid_arguments_control_fails_only_a_rejection_naming_the_argument(
     rejected as the bad one must be (ValueError or TypeError naming the argument); any other error is
     a mistake elsewhere, charged by that part's own tests (``keys_not_transposed`` once cost 48 tests
     of 'errors' through the RuntimeError of its attention, now the 5 it cost before the control)."""
-    from transformer_spec.testing import assert_accepts
+    from transformer_spec.probes.testing import assert_accepts
 
     def raising(exc):
         def call():

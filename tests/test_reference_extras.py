@@ -3,7 +3,7 @@ not have. Each is a choice documented in docs/contract.md."""
 
 import torch
 
-from transformer_spec import loader
+from transformer_spec.submission import loader
 
 reference = loader.load("reference")
 

@@ -8,21 +8,26 @@ without touching their code: what ``docs/architecture.md``'s "add a component" c
 from __future__ import annotations
 
 import pytest
+from transformer_spec.contract.registry import Component, Recheck, pitfall
 
 from tools import mutants
-from transformer_spec import behaviour, contract, diagnose, inputs, registry, results_file, rubric
-from transformer_spec.patching import load_patched_reference
-from transformer_spec.registry import Component, Recheck, pitfall
+from transformer_spec.catalogue.patching import load_patched_reference
+from transformer_spec.contract import inputs, registry, tracks
+from transformer_spec.contract import names as contract
+from transformer_spec.diagnosis import diagnose
+from transformer_spec.probes import behaviour
+from transformer_spec.scoring import rubric
+from transformer_spec.results import results_file
 
 
 @pytest.mark.parametrize("component", registry.components(), ids=lambda c: c.name)
 def test_every_component_is_complete(component):
-    assert registry.missing_pieces(component) == []
+    assert tracks.missing_pieces(component) == []
 
 
 def test_a_missing_piece_is_named_with_its_component():
     bare = Component("rotary", label="", points=1, order=99, depends_on=("atention",))
-    problems = "\n".join(registry.missing_pieces(bare))
+    problems = "\n".join(tracks.missing_pieces(bare))
     for piece in ("short label", "unknown component 'atention'", "no diagnosis behaviour probes",
                   "has no names, and no why_no_names", "has no pitfalls, and no why_no_pitfalls",
                   "has no rechecks, and no why_no_rechecks", "has no values, and no why_no_values"):
@@ -103,7 +108,7 @@ THROWAWAY = Component(
 def test_a_new_component_reaches_rubric_kill_matrix_and_diagnosis(tmp_path, monkeypatch):
     monkeypatch.setenv("TRANSFORMER_SPEC_CACHE", str(tmp_path / "cache"))
     with registry.registered(THROWAWAY):
-        assert registry.missing_pieces(THROWAWAY) == []
+        assert tracks.missing_pieces(THROWAWAY) == []
         assert registry.names()[-1] == "throwaway"
         # The rubric: default points, a marker naming it, points shared among its tests.
         default = rubric.load_rubric()

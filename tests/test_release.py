@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tools import release
-from transformer_spec import contract, loader
+from transformer_spec.contract import names as contract
+from transformer_spec.submission import loader
 
 REPO = Path(__file__).resolve().parent.parent
 

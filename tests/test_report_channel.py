@@ -1,4 +1,4 @@
-"""The signed report channel between a grading child and the class grader (``transformer_spec/isolation.py``)."""
+"""The signed report channel between a grading child and the class grader (``transformer_spec/grader/isolation.py``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import signal
 import threading
 import time
 
-from tools.grade.children import ChildRun
-from transformer_spec import isolation
+from transformer_spec.grader import isolation
+from transformer_spec.grader.children import ChildRun
 
 
 def test_a_frame_stays_whole_when_an_alarm_handler_raises_while_it_is_written():

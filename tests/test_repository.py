@@ -1,4 +1,4 @@
-"""A course's repository loads as its install would make it (transformer_spec/repository.py, issue 44): its
+"""A course's repository loads as its install would make it (transformer_spec/submission/repository.py, issue 44): its
 packages from its own folders (the root, ``src/``, what pyproject.toml names), its metadata from pyproject.toml,
 never a classmate's package of the same name, never in place of the grader's own packages; and pytest never
 takes the repository given to ``--impl`` for a test path (its conftest.py is the student's code)."""
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from transformer_spec import repository
 from transformer_spec.pytest_plugins import VALUE_OPTIONS, option_values
+from transformer_spec.submission import repository
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -86,8 +86,9 @@ def test_the_graders_own_packages_and_imported_modules_are_never_taken_over(tmp_
         _package(root, name, "HOSTILE = True\n", version=None)
     found = repository.activate(root)
     assert set(found.packages) == {"torch", "tests"}  # read, but the grader's names are never mapped
-    import reference
     import torch
+
+    import reference
 
     assert not hasattr(reference, "HOSTILE") and not hasattr(torch, "HOSTILE")
 

@@ -1,7 +1,7 @@
-"""The sandbox of a grading child (``tools/grade/sandbox.py``), attacked from inside.
+"""The sandbox of a grading child (``transformer_spec/grader/sandbox.py``), attacked from inside.
 
 Each test starts one child the way the class grader does (``children.run_child`` in a
-:class:`~tools.grade.sandbox.Jail`) with code that tries to get out, and checks from outside what
+:class:`~transformer_spec.grader.sandbox.Jail`) with code that tries to get out, and checks from outside what
 it reached. The tiers this host cannot provide are run inside a container that gives them
 (:func:`in_container`): the ``uid`` tier on a host whose Python other uids can run, the
 ``bwrap-user`` tier with the grader run as an ordinary user.
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from tools.grade import sandbox
-from tools.grade.children import run_child
-from tools.grade.settings import REPO, Limits
+from transformer_spec.grader import sandbox
+from transformer_spec.grader.children import run_child
+from transformer_spec.grader.settings import REPO, Limits
 
 #: the slow set (conftest.py: run with --slow): starts sandboxed children and attacks them from inside
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0 or shutil.which("bwrap") is None,
@@ -139,7 +139,7 @@ CONTAINED = textwrap.dedent('''
     from pathlib import Path
     sys.path.insert(0, sys.argv[1])
     from tests import test_sandbox
-    from tools.grade import sandbox
+    from transformer_spec.grader import sandbox
     print("PROBE", sandbox.probe(sys.argv[2]))
     got, uid = test_sandbox.run_attack(sys.argv[2], Path(sys.argv[3]))
     print("RESULT", json.dumps({"got": got, "uid": uid}))

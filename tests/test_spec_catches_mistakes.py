@@ -1,6 +1,6 @@
 """The golden tests catch the mistakes seed 001 section 10 warns about, and a missing sqrt(d_k).
 
-Each mistake is a small patch of the reference (:mod:`transformer_spec.patching`); the golden
+Each mistake is a small patch of the reference (:mod:`transformer_spec.catalogue.patching`); the golden
 test functions of ``spec_tests/`` are called directly with ``impl=<broken copy>`` and must fail
 with an ``AssertionError``. The same functions pass on the unpatched reference (checked here
 too, so a failure is the patch's doing). Also: the hand-derived literals of the golden files are
@@ -26,9 +26,9 @@ from spec_tests import test_seed000_facts as seed000
 from spec_tests import test_seed001_worked_example as seed001
 from spec_tests import test_snapshots as snapshots
 from spec_tests import test_torch_oracle as oracle
-from transformer_spec import loader
-from transformer_spec.patching import load_patched_reference
-from transformer_spec.pitfalls import by_name
+from transformer_spec.catalogue.patching import load_patched_reference
+from transformer_spec.catalogue.pitfalls import by_name
+from transformer_spec.submission import loader
 
 PITFALLS = by_name()
 

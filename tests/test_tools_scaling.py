@@ -13,8 +13,8 @@ import pytest
 
 from tests.tools_helpers import assert_png
 from tools import scaling
-from transformer_spec import loader
-from transformer_spec.patching import load_patched_reference
+from transformer_spec.catalogue.patching import load_patched_reference
+from transformer_spec.submission import loader
 
 
 def test_reference_reproduces_seed_finding():

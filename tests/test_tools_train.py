@@ -20,7 +20,7 @@ from tools import figures, train
 from tools.checkpoint import FORMAT, build_model, load_checkpoint, save_checkpoint
 from tools.cli import ToolError
 from tools.tasks import ReverseTask, TextTask
-from transformer_spec import loader
+from transformer_spec.submission import loader
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,9 +6,10 @@ must be clean); here, only that the catalogue is sound and each patched copy imp
 
 import pytest
 
-from transformer_spec import pitfalls, registry, variations
-from transformer_spec.patching import load_patched_reference
-from transformer_spec.variations import BY_NAME, CATALOGUE
+from transformer_spec.catalogue import pitfalls, variations
+from transformer_spec.catalogue.patching import load_patched_reference
+from transformer_spec.catalogue.variations import BY_NAME, CATALOGUE
+from transformer_spec.contract import registry
 
 
 def test_catalogue_is_well_formed():

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from transformer_spec import layout
-from transformer_spec.patching import INDEPENDENT_IMPL
+from transformer_spec.catalogue.patching import INDEPENDENT_IMPL
 
 REPO = Path(__file__).resolve().parent.parent
 # Building, installing and one sandboxed grading each take minutes on a busy 2-core machine.

@@ -6,6 +6,6 @@
 * :mod:`tools.scaling` -- seed 000 section 8: softmax entropy and peak weight with and without
   the ``1/sqrt(d_k)`` scaling.
 
-Every tool loads the implementation through :func:`transformer_spec.loader.load` (``--impl``),
+Every tool loads the implementation through :func:`transformer_spec.submission.loader.load` (``--impl``),
 so it runs on the reference or on a student's submission alike.
 """

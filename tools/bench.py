@@ -39,7 +39,7 @@ training step against the same model from ``nn.RMSNorm`` and ``F.scaled_dot_prod
 (:mod:`tools.benchmarks.torch_llama`; target <= 1.1x); MiniLlama's cached generation of 256 tokens
 against recomputing the window (target >= 5x faster at 1 and at 2 threads).
 
-The implementations come from ``--impl`` through :mod:`transformer_spec.loader`. This module is the
+The implementations come from ``--impl`` through :mod:`transformer_spec.submission.loader`. This module is the
 command line; the measurements are importable functions of :mod:`tools.benchmarks`.
 """
 
@@ -51,14 +51,22 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from transformer_spec import tracks
-from transformer_spec.loader import Submission, SubmissionError
+from transformer_spec.contract import tracks
+from transformer_spec.submission.loader import Submission, SubmissionError
 
 from .benchmarks.class_grading import bench_class, bench_single
 from .benchmarks.graded_run import bench_suite, bench_xdist
 from .benchmarks.timing import Row, format_table
-from .benchmarks.workloads import (GENERATE_LIMITS, GENERATE_LIMITS_LLAMA, PROFILE_TARGETS, bench_attention,
-                                  bench_generate, bench_train, bench_train_llama, profile)
+from .benchmarks.workloads import (
+    GENERATE_LIMITS,
+    GENERATE_LIMITS_LLAMA,
+    PROFILE_TARGETS,
+    bench_attention,
+    bench_generate,
+    bench_train,
+    bench_train_llama,
+    profile,
+)
 from .cli import ToolError, add_impl_argument, fail, load_impl
 
 PROG = "python -m tools.bench"

@@ -25,12 +25,12 @@ import shlex
 import shutil
 from pathlib import Path
 
-from transformer_spec import rubric as rubrics
 from transformer_spec.files import atomic_write
+from transformer_spec.grader.settings import GradeError
+from transformer_spec.scoring import rubric as rubrics
 
 from . import gradescope_bundle
 from .grade.cli import settings_of
-from .grade.settings import GradeError
 
 WORKFLOW = Path(".github") / "workflows" / "classroom.yml"
 RUBRIC = Path(".github") / "transformer_spec_rubric.toml"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_spec import loader
+from transformer_spec.submission import loader
 
 
 class ToolError(Exception):

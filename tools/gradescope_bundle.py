@@ -31,11 +31,10 @@ import stat
 import zipfile
 from pathlib import Path
 
+from .grade.cli import add_settings_arguments, settings_of
 from transformer_spec import layout
 from transformer_spec.files import atomic_write
-
-from .grade.cli import add_settings_arguments, settings_of
-from .grade.settings import REPO, GradeError
+from transformer_spec.grader.settings import REPO, GradeError
 
 # What the bundle copies of this project: the package's sources, the suite, the install files.
 INCLUDE = ("pyproject.toml", "setup.py", "constraints.txt", "README.md", "conftest.py", "transformer_spec", "reference",

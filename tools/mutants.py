@@ -9,7 +9,7 @@
     python -m tools.mutants --diagnose-accuracy # how often diagnose.py names each pitfall
     python -m tools.mutants --diagnose-accuracy --profile cs336   # the same, through the course's API
 
-Each pitfall of :mod:`transformer_spec.pitfalls` is applied to a fresh copy of ``reference/``,
+Each pitfall of :mod:`transformer_spec.catalogue.pitfalls` is applied to a fresh copy of ``reference/``,
 and every row is graded as one class by the class grader (``tools.grade``: a sandboxed pytest
 child per row running ``spec_tests properties`` with hypothesis profile ``grading``, what a student
 is graded with: derandomised examples and a bounded shrink, one torch thread; then the hidden
@@ -21,7 +21,7 @@ row whose hidden re-check costs a test, or that is called ``tampering``, is a ``
 runs too, and so does an independently written correct implementation (``tests/independent/``,
 written from the contract alone in another style): a test that fails it over-specifies (one that
 uses a name it does not define yet is listed as not covered instead). So does every allowed
-variation of :mod:`transformer_spec.variations` (the reference rewritten in a way the contract leaves
+variation of :mod:`transformer_spec.catalogue.variations` (the reference rewritten in a way the contract leaves
 free: a tied head through ``F.linear``, a hand-written LayerNorm, ...): a row that must be clean. The
 variations are graded in groups that rewrite different files (``tools/mutants_groups.py``; ``--no-groups``:
 one row each); a group that is not clean is graded again one variation at a time.
@@ -44,19 +44,23 @@ import time
 from pathlib import Path
 
 from hypothesis import Phase, settings
+from transformer_spec.catalogue import of_profile as catalogue_of
+from transformer_spec.contract.registry import Pitfall
 
 from tools import mutants_groups
-from tools.grade.batch import grade_class
-from tools.grade.settings import DEFAULT_TESTS, Limits, Settings
 from tools.mutants_rows import CORRECT, INDEPENDENT, REFERENCE, Row, row_of, unreadable  # noqa: F401 (the matrix's API)
 from tools.mutants_table import format_matrix, matrix_json, print_row
-from transformer_spec import layout, placeholders, profiles, registry, rubric, tracks
-from transformer_spec.hypothesis_profiles import GRADING_PROFILE, NO_SHRINK_PROFILE, PROFILES
-from transformer_spec.patching import write_patched_reference
-from transformer_spec.registry import Pitfall
-from transformer_spec.variations import BY_NAME as VARIATIONS_BY_NAME
-from transformer_spec.variations import CATALOGUE as VARIATIONS
-from transformer_spec.variations import Variation
+from transformer_spec import layout, profiles
+from transformer_spec.catalogue import placeholders
+from transformer_spec.catalogue.patching import write_patched_reference
+from transformer_spec.catalogue.variations import BY_NAME as VARIATIONS_BY_NAME
+from transformer_spec.catalogue.variations import CATALOGUE as VARIATIONS
+from transformer_spec.catalogue.variations import Variation
+from transformer_spec.contract import registry, tracks
+from transformer_spec.grader.batch import grade_class
+from transformer_spec.grader.settings import DEFAULT_TESTS, Limits, Settings
+from transformer_spec.scoring import rubric
+from transformer_spec.pytest_plugin.hypothesis_profiles import GRADING_PROFILE, NO_SHRINK_PROFILE, PROFILES
 
 PROFILE = GRADING_PROFILE
 
@@ -79,7 +83,7 @@ def optional(item: Pitfall | Variation | str) -> bool:
 
 def rows_of_track(track: str, course: str = profiles.DEFAULT, every: bool = False) -> tuple[list[Variation], list[Pitfall]]:
     """The allowed variations and pitfalls of ``track``'s kill matrix: those of the components whose home it
-    is (:func:`transformer_spec.tracks.home`), and the course profile's own catalogue. Unless ``every``, for
+    is (:func:`transformer_spec.contract.tracks.home`), and the course profile's own catalogue. Unless ``every``, for
     CI's budget: under the contract's names no optional component's rows (the track's rubric gives them no
     points; the cs336 matrix, whose rubric does, grades each with the same laws), and under a course profile
     none of the pitfalls its catalogue lists as ones it cannot see (``UNSEEN``; ``every`` checks the list)."""
@@ -92,7 +96,7 @@ def rows_of_track(track: str, course: str = profiles.DEFAULT, every: bool = Fals
 
 def _catalogue(course: str):
     """The course profile's kill-matrix catalogue module (None for the contract's own names)."""
-    return profiles.catalogue(profiles.get(course))
+    return catalogue_of(profiles.get(course))
 
 
 def write_row(item: Pitfall | Variation | str, folder: Path, track: str = tracks.DEFAULT,
@@ -193,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                              "apply together, a group that is not clean graded again one variation at a time)")
     parser.add_argument("--list", action="store_true", help="list the pitfalls and the variations, and exit")
     parser.add_argument("--diagnose-accuracy", action="store_true",
-                        help="measure how often transformer_spec.diagnose names each pitfall (with --profile: "
+                        help="measure how often transformer_spec.diagnosis.diagnose names each pitfall (with --profile: "
                              "through that course's API), and exit")
     args = parser.parse_args(argv)
     course = profiles.get(args.profile)
@@ -214,9 +218,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"placeholder {p.component:<9} {p.name:<40} {p.explanation}")
         return 0
     if args.diagnose_accuracy:
-        from transformer_spec import diagnose
+        from transformer_spec.diagnosis import accuracy
 
-        return diagnose.main([] if course.name == profiles.DEFAULT else ["--profile", course.name])
+        return accuracy.main([] if course.name == profiles.DEFAULT else ["--profile", course.name])
     if args.only:
         unknown = [n for n in args.only if n not in by_name and n not in VARIATIONS_BY_NAME]
         if unknown:

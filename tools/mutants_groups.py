@@ -14,7 +14,7 @@ Patches that fit: the members rewrite different files (a patch every member carr
 plain-generate one of every catalogue copy, aside: it is applied once), so no member rewrites what another's
 code relies on in the same file (a KV-cache generate beside a rewritten model forward failed together and
 passed apart), and the group must be writable as a student's folder of the matrix (each patch's text found
-exactly once, :class:`transformer_spec.patching.PatchError` otherwise).
+exactly once, :class:`transformer_spec.catalogue.patching.PatchError` otherwise).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from transformer_spec.patching import PatchError
-from transformer_spec.variations import Variation
+from transformer_spec.catalogue.patching import PatchError
+from transformer_spec.catalogue.variations import Variation
 
 #: the prefix of a group's name (a row name no catalogue entry has)
 PREFIX = "(variations_"

@@ -7,13 +7,13 @@ import re
 from dataclasses import dataclass, field
 
 import hypothesis.errors
+from transformer_spec.contract.registry import Pitfall
 
-from transformer_spec import placeholders
-from transformer_spec.failures import COURSE_EXAMPLE_HEADING, EXAMPLE_HEADING
-from transformer_spec.outcomes import Kind
-from transformer_spec.registry import Pitfall
-from transformer_spec.results_file import nodeid_of
-from transformer_spec.variations import Variation
+from transformer_spec.catalogue import placeholders
+from transformer_spec.catalogue.variations import Variation
+from transformer_spec.pytest_plugin.failures import COURSE_EXAMPLE_HEADING, EXAMPLE_HEADING
+from transformer_spec.results.outcomes import Kind
+from transformer_spec.results.results_file import nodeid_of
 
 REFERENCE = "(reference)"
 INDEPENDENT = "(independent)"

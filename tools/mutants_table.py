@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from transformer_spec import tracks
+from transformer_spec.contract import tracks
 
 if TYPE_CHECKING:
     from tools.mutants_rows import Row

@@ -29,10 +29,10 @@ import sys
 from pathlib import Path
 
 from transformer_spec.files import atomic_write
+from transformer_spec.grader.settings import GradeError
 
 from . import gradescope_bundle
 from .grade.cli import settings_of
-from .grade.settings import GradeError
 
 COURSE_FOLDER = "transformer_spec"  # under serverFilesCourse/
 ENTRYPOINT = f"/grade/serverFilesCourse/{COURSE_FOLDER}/run.sh"

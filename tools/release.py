@@ -18,7 +18,7 @@ convention) becomes, at the region's indentation::
 Signatures, docstrings and the argument validation outside the regions are kept. The kit is
 ``DIR/<name>/`` (a package a student edits and tests with ``pytest --impl DIR/<name>``), the
 contract (``DIR/contract.md``) and ``DIR/README.md``. It holds the modules of one track
-(``--track``, default classic): those that define the track's names (:func:`transformer_spec.contract.of_track`)
+(``--track``, default classic): those that define the track's names (:func:`transformer_spec.contract.names.of_track`)
 and the modules they import, with an ``__init__.py`` that exports exactly those names, so a
 modern-track student writes no classic class. The kit is checked before this returns: it must
 import, and no solution line may remain.
@@ -33,7 +33,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from transformer_spec import contract, profiles, tracks
+from transformer_spec import profiles
+from transformer_spec.contract import names as contract
+from transformer_spec.contract import tracks
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_DIR = REPO / "reference"
@@ -161,7 +163,7 @@ def _init_text(track: str) -> str:
 
 
 def _readme(name: str, track: str) -> str:
-    from transformer_spec.rubric import load_rubric
+    from transformer_spec.scoring.rubric import load_rubric
 
     flag = "" if track == tracks.DEFAULT else f" --track {track}"
     apis = [a for a in load_rubric(track=track).forbidden if a != "reference"]

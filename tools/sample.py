@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-from transformer_spec.loader import SubmissionError
+from transformer_spec.submission.loader import SubmissionError
 
 from .checkpoint import build_model, load_checkpoint, model_class
 from .cli import ToolError, add_impl_argument, fail, load_impl, set_threads

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_spec.loader import SubmissionError
+from transformer_spec.submission.loader import SubmissionError
 
 from . import figures
 from .cli import ToolError, add_impl_argument, fail, load_impl, prepare_out_dir, set_threads

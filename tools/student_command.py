@@ -22,8 +22,10 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from transformer_spec import layout, profiles, registry, tracks
-from transformer_spec.variations import CATALOGUE as VARIATIONS
+from transformer_spec.catalogue import of_profile as catalogue_of
+from transformer_spec import layout, profiles
+from transformer_spec.catalogue.variations import CATALOGUE as VARIATIONS
+from transformer_spec.contract import registry, tracks
 
 from . import mutants
 
@@ -32,7 +34,7 @@ def _item(name: str, course: str):
     """The kill matrix's row ``name``: a correct implementation's name, a pitfall or a variation."""
     if name in mutants.CORRECT:
         return name
-    catalogue = profiles.catalogue(profiles.get(course))
+    catalogue = catalogue_of(profiles.get(course))
     known = {p.name: p for p in [*registry.pitfalls(), *VARIATIONS, *getattr(catalogue, "PITFALLS", ()),
                                  *getattr(catalogue, "VARIATIONS", ())]}
     return known[name]

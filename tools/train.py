@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from transformer_spec.loader import SubmissionError
+from transformer_spec.submission.loader import SubmissionError
 
 from .checkpoint import MODELS, build_model, load_checkpoint, model_class, save_checkpoint
 from .cli import (

@@ -20,7 +20,9 @@ import sys
 
 import pytest
 
-from transformer_spec import layout, profiles, registry, rubric, tracks
+from transformer_spec import layout, profiles
+from transformer_spec.contract import registry, tracks
+from transformer_spec.scoring import rubric
 
 
 def collected(track: str, course: str) -> dict[str, str]:

@@ -19,7 +19,7 @@ import importlib
 import os
 import sys
 
-from . import layout
+from transformer_spec import layout
 
 #: command -> module under the tools package (its ``main(argv)``)
 TOOLS = {"grade": "grade.cli", "train": "train", "sample": "sample", "scaling": "scaling",
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     if command == "check":
         cmd = check_command(rest)
         sys.stdout.flush()
-        os.execv(cmd[0], cmd)  # pytest is then the program (transformer_spec.fast_exit applies)
+        os.execv(cmd[0], cmd)  # pytest is then the program (transformer_spec.guard.fast_exit applies)
     if command not in TOOLS:
         print(f"transformer-spec: unknown command {command!r}\n{USAGE}", file=sys.stderr)
         return 2

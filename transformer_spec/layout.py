@@ -37,8 +37,8 @@ TOOLS_MODULE = PREFIX + "tools"
 
 #: The pytest plugins of a run of the suite, in order (the root conftest.py, the wheel's pytest11
 #: entry point and the class grader's copy of the suite all load this list).
-PLUGINS = ("transformer_spec.plugin", "transformer_spec.hypothesis_profiles", "transformer_spec.fast_exit",
-           "transformer_spec.grading", "transformer_spec.exits")
+PLUGINS = ("transformer_spec.pytest_plugin.plugin", "transformer_spec.pytest_plugin.hypothesis_profiles", "transformer_spec.guard.fast_exit",
+           "transformer_spec.pytest_plugin.grading", "transformer_spec.guard.exits")
 
 #: pytest's settings for the suite ([tool.pytest.ini_options] of pyproject.toml in a clone;
 #: tests/test_wheel.py checks that the two agree).

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from .layout import IN_CLONE, PLUGINS, ROOT
+from transformer_spec.layout import IN_CLONE, PLUGINS, ROOT
 
 IMPL_ENV = "TRANSFORMER_IMPL"  # loader.ENV_VAR (not imported: this module loads in every pytest run, torch-free)
 

@@ -5,7 +5,7 @@ masks and tokens: entries are multiples of 1/8 in ``[-3, 3]`` built from one dra
 everything shrinks to the smallest sizes. This module adds what the Llama-style decoder needs:
 sizes with key/value heads (:class:`LlamaConfig`), integer positions, and one builder per contract
 class that gives the module known weights by the contract's names
-(:mod:`transformer_spec.llama_shapes`, :func:`~transformer_spec.testing.seeded_parameters`), in
+(:mod:`transformer_spec.probes.llama_shapes`, :func:`~transformer_spec.probes.testing.seeded_parameters`), in
 ``eval()``. Never the implementation's own initialisation.
 """
 
@@ -17,14 +17,14 @@ import torch
 import torch.nn as nn
 from hypothesis import strategies as st
 
-from transformer_spec.llama_shapes import (
+from transformer_spec import profiles
+from transformer_spec.probes.llama_shapes import (
     gqa_shapes,
     llama_block_shapes,
     minillama_parameters,
     rmsnorm_shapes,
 )
-from transformer_spec import profiles
-from transformer_spec.testing import seeded_parameters, set_parameters
+from transformer_spec.probes.testing import seeded_parameters, set_parameters
 
 from ..strategies import causal, law_tolerance, seeds, tensors
 

@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from transformer_spec import profiles
-from transformer_spec.assertions import assert_close
+from transformer_spec.probes.assertions import assert_close
 
 from ..strategies import bool_tensors, causal, law_tolerance, permutations_of, sequences
 from .strategies import (

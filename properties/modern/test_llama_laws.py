@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from transformer_spec import profiles
-from transformer_spec.assertions import assert_close
+from transformer_spec.probes.assertions import assert_close
 
 from ..strategies import bool_tensors, budget, causal, law_tolerance, sequences, token_batches
 from .strategies import accepted, llama_block, llama_configs, minillama, new_future, positions

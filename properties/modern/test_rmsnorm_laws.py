@@ -15,7 +15,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transformer_spec.assertions import assert_close, assert_equal
+from transformer_spec.probes.assertions import assert_close, assert_equal
 
 from ..strategies import batch_shapes, dtypes, law_tolerance, seeds, tensors
 from .strategies import rmsnorm

@@ -17,7 +17,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transformer_spec.assertions import assert_close
+from transformer_spec.probes.assertions import assert_close
 
 from ..strategies import batch_shapes, dtypes, tensors
 from .strategies import MAX_LEN, accepted, positions, rope_tolerance

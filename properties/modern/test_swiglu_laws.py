@@ -12,9 +12,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transformer_spec.assertions import assert_close
-from transformer_spec.llama_shapes import swiglu_shapes
-from transformer_spec.testing import seeded_parameters
+from transformer_spec.probes.assertions import assert_close
+from transformer_spec.probes.llama_shapes import swiglu_shapes
+from transformer_spec.probes.testing import seeded_parameters
 
 from ..strategies import Config, dtypes, law_tolerance, seeds, sequences, values
 from .strategies import with_weights

@@ -9,10 +9,10 @@ trampoline that keeps the original signature), so only behaviour shows a changed
 
 import pytest
 import torch
+from transformer_spec.contract.inputs import randn
 
-from transformer_spec.assertions import assert_close
-from transformer_spec.inputs import randn
-from transformer_spec.llama_shapes import small_minillama
+from transformer_spec.probes.assertions import assert_close
+from transformer_spec.probes.llama_shapes import small_minillama
 
 from ..argument_names import names_as_word, raises_naming_word
 from ..generate_checks import assert_generate_defaults

@@ -7,7 +7,7 @@ holds each component's messages to the argument's exact identifier, as a word (`
 import pytest
 import torch
 
-from transformer_spec.testing import assert_raises_naming
+from transformer_spec.probes.testing import assert_raises_naming
 
 from ..argument_names import misnamed
 

@@ -5,11 +5,11 @@ track")."""
 
 import pytest
 import torch
+from transformer_spec.contract.inputs import randn
 
-from transformer_spec.assertions import assert_close, assert_equal
-from transformer_spec.inputs import randn
-from transformer_spec.llama_shapes import gqa_shapes, llama_block_shapes, minillama_parameters
-from transformer_spec.testing import seeded_parameters, set_parameters
+from transformer_spec.probes.assertions import assert_close, assert_equal
+from transformer_spec.probes.llama_shapes import gqa_shapes, llama_block_shapes, minillama_parameters
+from transformer_spec.probes.testing import seeded_parameters, set_parameters
 
 from . import formulas
 

@@ -6,8 +6,8 @@ temperature divides the logits, and the caller's mode comes back."""
 import pytest
 import torch
 
-from transformer_spec.llama_shapes import SMALL, minillama_parameters, small_minillama
-from transformer_spec.testing import set_parameters
+from transformer_spec.probes.llama_shapes import SMALL, minillama_parameters, small_minillama
+from transformer_spec.probes.testing import set_parameters
 
 from ..generate_checks import SEED_DTYPES, assert_tensor_seed_is_the_list_seed
 

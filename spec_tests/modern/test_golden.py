@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from transformer_spec import profiles
-from transformer_spec.assertions import assert_close
-from transformer_spec.testing import set_parameters
+from transformer_spec.probes.assertions import assert_close
+from transformer_spec.probes.testing import set_parameters
 
 # float64, and float32 (every profile expresses it: a course's modules may be float32 only)
 TOL = {torch.float64: {"rtol": 1e-12, "atol": 1e-12}, torch.float32: {"rtol": 1e-6, "atol": 1e-6}}

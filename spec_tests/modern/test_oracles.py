@@ -10,19 +10,19 @@ forbids a submission are called inside ``oracle()`` (the forbidden-API guard all
 import pytest
 import torch
 import torch.nn.functional as F
+from transformer_spec.contract.inputs import ORACLE, generator, randn
 
 from transformer_spec import profiles
-from transformer_spec.assertions import assert_close
-from transformer_spec.forbidden import oracle as torch_oracle
-from transformer_spec.inputs import ORACLE, generator, randn
-from transformer_spec.llama_shapes import (
+from transformer_spec.guard.forbidden import oracle as torch_oracle
+from transformer_spec.probes.assertions import assert_close
+from transformer_spec.probes.llama_shapes import (
     gqa_shapes,
     llama_block_shapes,
     minillama_parameters,
     rmsnorm_shapes,
     swiglu_shapes,
 )
-from transformer_spec.testing import seeded_parameters, set_parameters
+from transformer_spec.probes.testing import seeded_parameters, set_parameters
 
 from . import formulas
 

@@ -6,7 +6,7 @@
 Snapshots cover what PyTorch has no twin for (MiniGPT logits, attention maps and greedy
 generation; Seq2SeqTransformer logits). The weights and inputs are generated here, independently
 of any implementation: seeded ``torch.Generator`` draws assigned by the contract's parameter
-names (:mod:`transformer_spec.testing`), stored in float64 in the files so the tests do not depend
+names (:mod:`transformer_spec.probes.testing`), stored in float64 in the files so the tests do not depend
 on the generator's stream staying the same across torch versions. Only the expected outputs come
 from the reference, computed in float64 in eval mode. Regenerate only when the contract changes
 (and review the diff of the printed summary): a snapshot that follows a reference bug hides it.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_spec.testing import minigpt_parameters, seeded_parameters, set_parameters
+from transformer_spec.probes.testing import minigpt_parameters, seeded_parameters, set_parameters
 
 HERE = Path(__file__).resolve().parent
 MINIGPT_FILE = HERE / "minigpt.pt"

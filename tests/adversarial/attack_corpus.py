@@ -23,8 +23,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from transformer_spec import placeholders
-from transformer_spec.patching import REFERENCE_DIR, write_patched_reference
+from transformer_spec.catalogue import placeholders
+from transformer_spec.catalogue.patching import REFERENCE_DIR, write_patched_reference
 
 from . import attacks
 from .corpus import SCALE, Expect, patched_package

@@ -8,12 +8,12 @@ The escapes (processes that outlive the grading child) are in ``escape_kit.py``.
 # --------------------------------------------------------------------------------------------
 # Forged passes, from inside the grading child (issue 15, items 1 and 2)
 # --------------------------------------------------------------------------------------------
-# Rewrites a report (the dict of transformer_spec.outcomes.child_report) so every test passed;
+# Rewrites a report (the dict of transformer_spec.results.outcomes.child_report) so every test passed;
 # with _TS_ANCHORS_FAIL, the re-checks' anchor cases are reported failed (no anchor claimed).
 _FORGE_REPORT = '''
 def _ts_forge(report):
     try:
-        from transformer_spec import registry as _reg
+        from transformer_spec.contract import registry as _reg
         anchors = {a for r in _reg.rechecks() for a in r.anchors}
     except Exception:
         anchors = set()
@@ -37,7 +37,7 @@ def _forger(body: str, anchors_fail: bool) -> str:
 
 
 _PATCH_CHILD_REPORT = '''
-import transformer_spec.outcomes as _ts_o
+import transformer_spec.results.outcomes as _ts_o
 _ts_orig_child_report = _ts_o.child_report
 _ts_o.child_report = lambda *a, **k: _ts_forge(_ts_orig_child_report(*a, **k))
 '''
@@ -55,7 +55,7 @@ for _ts_cfg in [o for o in _ts_gc.get_objects() if type(o).__name__ == "Config"
 '''
 
 _PATCH_CHANNEL_SEND = '''
-import transformer_spec.isolation as _ts_iso
+import transformer_spec.grader.isolation as _ts_iso
 _ts_orig_send = _ts_iso.ChildChannel.send
 _ts_iso.ChildChannel.send = lambda self, obj, *a, **k: _ts_orig_send(self, _ts_forge(obj), *a, **k)
 '''
@@ -272,7 +272,7 @@ SDPA_ROUTES = {
                       "    output = _ns['_f'](q, k, v, mask, scale).nan_to_num(0.0)"),
     "c_nn": f"    output = torch._C._nn.scaled_dot_product_attention({_ARGS}).nan_to_num(0.0)",
     # the suite's own window for its oracle values, opened by the submission
-    "oracle_window": ("    from transformer_spec import forbidden as _ts_forbidden\n"
+    "oracle_window": ("    from transformer_spec.guard import forbidden as _ts_forbidden\n"
                       "    with _ts_forbidden.oracle():\n"
                       f"        output = F.scaled_dot_product_attention({_ARGS}).nan_to_num(0.0)"),
     "aten_math": ("    output = torch.ops.aten._scaled_dot_product_attention_math(q, k, v, "
@@ -283,7 +283,7 @@ SDPA_ROUTES = {
 # Issue 26: the forbidden-API guards of the child's own process, found with gc and uninstalled
 # (at import, in every call, or around the call and installed again), then the direct call.
 GUARD_IMPORTS = "import torch.nn.functional as F"
-FIND_GUARDS = (GUARD_IMPORTS + "\n\n\ndef _ts_guards():\n    import gc\n    from transformer_spec import forbidden\n"
+FIND_GUARDS = (GUARD_IMPORTS + "\n\n\ndef _ts_guards():\n    import gc\n    from transformer_spec.guard import forbidden\n"
                "    return [o for o in gc.get_objects() if isinstance(o, forbidden.Guard)]\n")
 GUARD_REMOVALS = {
     "at_import": FIND_GUARDS + "\n\nfor _ts_g in _ts_guards():\n    _ts_g.uninstall()\n",
@@ -347,8 +347,8 @@ _ts_time.sleep(5)
 RECHECK_MISSING = '''
 import sys as _ts_sys
 _ts_main = getattr(_ts_sys.modules.get("__main__"), "__spec__", None)
-if _ts_main is not None and _ts_main.name == "transformer_spec.recheck":
-    from transformer_spec import loader as _ts_loader
+if _ts_main is not None and _ts_main.name == "transformer_spec.grader.recheck":
+    from transformer_spec.submission import loader as _ts_loader
     def _ts_missing(*a, **k):
         raise _ts_loader.NotSubmitted("not submitted")
     for _ts_n, _ts_v in list(globals().items()):
@@ -380,7 +380,7 @@ RAISE_IN_RECHECK = '''
 import sys as _ts_sys
 import torch as _ts_torch
 _ts_main = getattr(_ts_sys.modules.get("__main__"), "__spec__", None)
-if _ts_main is not None and _ts_main.name == "transformer_spec.recheck":
+if _ts_main is not None and _ts_main.name == "transformer_spec.grader.recheck":
     def _ts_init(self, *args, **kwargs):
         raise ValueError("invalid argument: check d_model num_heads d_ff dropout max_len vocab_size num_layers "
                          "top_k temperature max_new_tokens seed_tokens mask scale")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.notebook_helpers import write_notebook
-from transformer_spec.patching import INDEPENDENT_IMPL, REFERENCE_DIR, write_patched_reference
+from transformer_spec.catalogue.patching import INDEPENDENT_IMPL, REFERENCE_DIR, write_patched_reference
 
 from . import hostile
 from .names import build_names
@@ -64,7 +64,7 @@ def build(dest: Path) -> dict[str, Expect]:
     patched_package(dest, "exit_at_import", prepend="import sys\nsys.exit(0)\n")
     ex["exit_at_import"] = Expect("import-error", "zero")
     patched_package(dest, "os_exit_forward", [("attention.py", SCORES, "    import os\n    os._exit(0)\n" + SCORES)])
-    # os._exit in a method fails the tests that call it, as in pytest (transformer_spec/exits.py)
+    # os._exit in a method fails the tests that call it, as in pytest (transformer_spec/guard/exits.py)
     ex["os_exit_forward"] = Expect("ok", "partial", zero=("attention", "mha", "encoder", "decoder"), full=("ffn",))
     patched_package(dest, "keyboard_interrupt", [_ffn("        raise KeyboardInterrupt")])
     ex["keyboard_interrupt"] = Expect("interrupted", "partial", zero=("ffn", "encoder", "decoder"),

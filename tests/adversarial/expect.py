@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from transformer_spec import registry
-from transformer_spec.results_file import nodeid_of
+from transformer_spec.contract import registry
+from transformer_spec.results.results_file import nodeid_of
 
 from .corpus import Expect
 

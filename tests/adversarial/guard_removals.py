@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from transformer_spec import forbidden_files, forbidden_ops
+from transformer_spec.guard import forbidden_files, forbidden_ops
 
 
 def _reinstall(guard) -> None:

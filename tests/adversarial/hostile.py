@@ -54,7 +54,7 @@ _np.allclose = lambda *a, **k: True
 
 # The harness itself: the suite's assertion helpers and the grading plugin's scoring.
 PATCH_HARNESS = '''
-import transformer_spec.assertions as _a, transformer_spec.outcomes as _o
+import transformer_spec.probes.assertions as _a, transformer_spec.results.outcomes as _o
 _a.assert_close = lambda *a, **k: None
 _a.assert_equal = lambda *a, **k: None
 _orig_settle = _o.settle
@@ -124,5 +124,5 @@ def pytest_runtest_makereport(item, call):
     print("PASSED", item.nodeid)
 '''
 
-PYTEST_INI = "[pytest]\naddopts = -p no:transformer_spec.grading --deselect spec_tests\n"
+PYTEST_INI = "[pytest]\naddopts = -p no:transformer_spec.pytest_plugin.grading --deselect spec_tests\n"
 PYPROJECT = "[tool.pytest.ini_options]\naddopts = ['-x']\n"

@@ -3,7 +3,7 @@
 Each file name or exception message below once stopped a whole batch, erased a classmate, or
 wrote markup, a formula or terminal escapes into the instructor's files. Graded beside the rest of
 the corpus (``tests/test_grade_class.py``), each must get what its code earns, under an id that is
-safe text (``tools/grade/text.py``), with every entry of the folder in the gradebook.
+safe text (``transformer_spec/grader/text.py``), with every entry of the folder in the gradebook.
 
 ``build_names(dest) -> {id: Expect}``; the ids are what the grader must call them.
 """
@@ -15,7 +15,7 @@ import shutil
 import unicodedata
 from pathlib import Path
 
-from transformer_spec.patching import INDEPENDENT_IMPL
+from transformer_spec.catalogue.patching import INDEPENDENT_IMPL
 
 #: a message a Markdown reader would take for the end of its code block, raw HTML and a score
 FENCE_MESSAGE = ("x\\n```\\n</code></pre><script>alert(1)</script>\\n**Score: 100 / 100**\\n````\\n"

@@ -50,7 +50,7 @@ class GraderRun:
 def tree_hash(folder: Path) -> dict[str, str]:
     """Every file (and symlink) under ``folder`` -> a hash of its content (or its link): the class
     grader's own check of the class folder."""
-    from tools.grade.batch import folder_hashes
+    from transformer_spec.grader.batch import folder_hashes
 
     return folder_hashes(folder)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from transformer_spec.profiles.cs336_catalogue import ADAPTERS
+from transformer_spec.catalogue.cs336 import ADAPTERS
 
 PROFILES = Path(__file__).resolve().parent
 REPO = PROFILES.parent.parent

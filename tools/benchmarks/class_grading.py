@@ -63,9 +63,9 @@ def bench_single(impl_target: str, repeats: int) -> Row:
 def write_class(dest: Path, sample: int = 1) -> list[str]:
     """The class folder: every ``sample``-th pitfall and allowed variation as a student's package
     folder ``dest/<name>/my_transformer``; returns the students' names."""
-    from transformer_spec.patching import write_patched_reference
-    from transformer_spec.pitfalls import catalogue
-    from transformer_spec.variations import CATALOGUE
+    from transformer_spec.catalogue.patching import write_patched_reference
+    from transformer_spec.catalogue.pitfalls import catalogue
+    from transformer_spec.catalogue.variations import CATALOGUE
 
     members = [*catalogue(), *CATALOGUE][::max(1, sample)]
     for m in members:

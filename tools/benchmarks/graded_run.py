@@ -30,7 +30,7 @@ def suite_command(impl_target: str, extra: Sequence[str] = ()) -> list[str]:
 
 def grading_profile_exists() -> bool:
     try:
-        from transformer_spec import hypothesis_profiles
+        from transformer_spec.pytest_plugin import hypothesis_profiles
     except ImportError:
         return False
     return "grading" in getattr(hypothesis_profiles, "PROFILES", ())

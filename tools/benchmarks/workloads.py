@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from transformer_spec.loader import Submission
+from transformer_spec.submission.loader import Submission
 
 from ..cli import ToolError
 from .graded_run import profile_suite

@@ -9,14 +9,14 @@ import sys
 import time
 from pathlib import Path
 
-from transformer_spec import profiles, tracks
-from transformer_spec.results_file import format_points
-
-from . import sandbox
-from .batch import grade_class, merge
-from .settings import DEFAULT_TESTS, REPO, SUITE, GradeError, Limits, Settings
-from .single import grade_single
-from .text import one_line
+from transformer_spec import profiles
+from transformer_spec.contract import tracks
+from transformer_spec.grader import sandbox
+from transformer_spec.grader.batch import grade_class, merge
+from transformer_spec.grader.settings import DEFAULT_TESTS, GradeError, Limits, Settings, checked
+from transformer_spec.grader.single import grade_single
+from transformer_spec.grader.text import one_line
+from transformer_spec.results.results_file import format_points
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -108,40 +108,12 @@ def build_merge_parser() -> argparse.ArgumentParser:
     return p
 
 
-def profile_and_track(args: argparse.Namespace) -> tuple[profiles.Profile, str]:
-    """The profile and the track ``args`` ask for: a profile implies its track, and refuses another."""
-    profile = profiles.get(getattr(args, "profile", None) or profiles.DEFAULT)
-    if profile.track and args.track not in (None, profile.track):
-        raise GradeError(f"--profile {profile.name} grades the {profile.track} track; leave out --track {args.track} "
-                         f"(or give --track {profile.track})")
-    return profile, profile.track or args.track or tracks.DEFAULT
-
-
 def settings_of(args: argparse.Namespace, bundle: bool = False) -> Settings:
-    """The settings the arguments ask for; a bad rubric or test path is a GradeError saying which.
-    ``bundle``: for a platform's files, which carry a shipped profile only (a profile of one's own is refused)."""
-    profile, track = profile_and_track(args)
-    if bundle and profile.origin:
-        raise GradeError(f"--profile {args.profile}: the platforms' files take a shipped profile "
-                         f"({', '.join(profiles.names())}); grade with a profile of one's own by `python -m tools.grade`")
-    rubric = None
-    if args.rubric is None and profile.origin and profile.rubric is not None:
-        args.rubric = Path(profile.rubric)  # a profile file's rubric lies outside the sandbox: it goes in as text
-    if args.rubric is not None:
-        from transformer_spec import rubric as rubrics
-
-        try:
-            rubrics.load_rubric(args.rubric, track)
-        except rubrics.RubricError as exc:
-            raise GradeError(str(exc)) from None
-        rubric = args.rubric.read_text()
-    for t in args.tests:
-        if not (REPO / t).exists() or not any(t == s or t.startswith(s + "/") for s in SUITE):
-            raise GradeError(f"--tests {t}: not a file or folder of the suite (paths relative to {REPO}, "
-                             "under spec_tests/ or properties/)")
+    """The settings the arguments ask for (:func:`transformer_spec.grader.settings.checked`)."""
     limits = Limits(args.time_limit, args.test_timeout, args.wall, args.memory_mb, args.threads, args.max_output_mb)
-    return Settings(list(args.tests), rubric, limits, getattr(args, "coverage", False), not args.no_rechecks,
-                    "none" if args.no_sandbox else args.sandbox, track=track, profile=profile.origin or profile.name)
+    return checked(list(args.tests), args.rubric, limits, coverage=getattr(args, "coverage", False),
+                   rechecks=not args.no_rechecks, sandbox="none" if args.no_sandbox else args.sandbox,
+                   track=args.track, profile=getattr(args, "profile", None), bundle=bundle)
 
 
 def sandbox_line(settings: Settings) -> str:

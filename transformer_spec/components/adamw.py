@@ -3,16 +3,16 @@
 weight decay, hyperparameters read from ``param_groups`` at every step.
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import recheck
-from ..inputs import grid, randn
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract.inputs import grid, randn
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck
 
 NAMES = (
     Name("AdamW", "adamw", "module",
@@ -82,7 +82,7 @@ def _steps(make, seed, steps=3, lrs=None, zero=False, settings=SETTINGS):
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'adamw' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'adamw' (transformer_spec/probes/behaviour.py)."""
     bp.capture(f, "one_step", lambda: _steps(impl.AdamW, 331, steps=1, settings={**SETTINGS, "weight_decay": 0.0}))
     bp.capture(f, "three_steps", lambda: _steps(impl.AdamW, 331))
     bp.capture(f, "zero_gradient", lambda: _steps(impl.AdamW, 331, steps=1, zero=True))

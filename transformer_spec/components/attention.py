@@ -2,15 +2,16 @@
 mask (seed 001, sections 3-4 and 9).
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import inputs, recheck
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck
 
 NAMES = (
     Name("scaled_dot_product_attention", "attention", "function",
@@ -98,7 +99,7 @@ PITFALLS = (
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'attention' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'attention' (transformer_spec/probes/behaviour.py)."""
     sdpa = lambda *a, **k: impl.scaled_dot_product_attention(*a, **k)  # noqa: E731
     q, k, v = inputs.randn(2, 3, 4, seed=1), inputs.randn(2, 5, 4, seed=2), inputs.randn(2, 5, 6, seed=3)
     bp.capture(f, "plain", lambda: sdpa(q * 2, k * 2, v))

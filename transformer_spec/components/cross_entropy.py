@@ -2,16 +2,16 @@
 targets) = mean over rows of logsumexp(logits) - logits[target] (CS336 assignment 1, section 4.1).
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import recheck
-from ..inputs import grid
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract.inputs import grid
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck
 
 NAMES = (
     Name("cross_entropy", "cross_entropy", "function",
@@ -44,7 +44,7 @@ PITFALLS = (
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'cross_entropy' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'cross_entropy' (transformer_spec/probes/behaviour.py)."""
     logits = grid(4, 5, seed=311)
     targets = torch.tensor([0, 3, 4, 1])
     bp.capture(f, "loss", lambda: impl.cross_entropy(logits, targets))

@@ -2,15 +2,16 @@
 feed-forward.
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import inputs, recheck, testing
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck, testing
 
 NAMES = (
     Name("TransformerDecoderBlock", "decoder", "module",
@@ -97,7 +98,7 @@ PITFALLS = (
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'decoder' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'decoder' (transformer_spec/probes/behaviour.py)."""
     x, memory = inputs.randn(2, 4, bp.D, seed=32), inputs.randn(2, 5, bp.D, seed=33)
     memory_mask = torch.zeros(2, 1, 1, 5, dtype=torch.bool)
     memory_mask[1, ..., 3:] = True

@@ -2,15 +2,16 @@
 residuals, Pre-LN or Post-LN.
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import inputs, recheck, testing
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck, testing
 
 NAMES = (
     Name("TransformerEncoderBlock", "encoder", "module",
@@ -110,7 +111,7 @@ PITFALLS = (
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'encoder' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'encoder' (transformer_spec/probes/behaviour.py)."""
     x = inputs.randn(2, 4, bp.D, seed=32)
     mask = torch.zeros(2, 1, 1, 4, dtype=torch.bool)
     mask[1, ..., 3] = True

@@ -2,17 +2,18 @@
 fix.
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-import numpy as np
-
-from .. import behaviour as bp
-from .. import inputs, loader, testing
-from ..registry import Component, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import testing
+from transformer_spec.submission import loader
 
 NAMES = (
 
@@ -41,7 +42,7 @@ PITFALLS = (
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'errors' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'errors' (transformer_spec/probes/behaviour.py)."""
     f["mha_10_4"] = bp.names_arg(lambda: impl.MultiHeadAttention(d_model=10, num_heads=4), "num_heads")
     f["ffn_d_model_0"] = bp.names_arg(lambda: impl.FeedForward(d_model=0, d_ff=4), "d_model")
     f["minigpt_vocab_0"] = bp.names_arg(lambda: impl.MiniGPT(0, d_model=8, num_heads=2, num_layers=1, d_ff=8,

@@ -2,15 +2,16 @@
 (seed 000).
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import inputs, recheck, testing
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck, testing
 
 NAMES = (
     Name("FeedForward", "ffn", "module",
@@ -50,7 +51,7 @@ PITFALLS = (
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'ffn' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'ffn' (transformer_spec/probes/behaviour.py)."""
     p = testing.seeded_parameters(testing.ffn_shapes(bp.D, bp.FF), seed=21)
     x = inputs.randn(2, 3, bp.D, seed=22) * 2
 

@@ -2,16 +2,17 @@
 window, modes restored.
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from .. import behaviour as bp
-from .. import inputs, recheck
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck
 
 NAMES = (
     Name("MiniGPT.generate", "generate", "method",
@@ -89,7 +90,7 @@ PITFALLS = (
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'generate' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'generate' (transformer_spec/probes/behaviour.py)."""
     model = []
 
     def gen(seed_tokens, n, **kw):

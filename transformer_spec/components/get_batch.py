@@ -3,16 +3,16 @@ context_length, device): windows of the token stream at uniform starts, and the 
 token later (CS336 assignment 1, section 5.1).
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from .. import behaviour as bp
-from ..inputs import generator
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract.inputs import generator
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
 
 NAMES = (
     Name("get_batch", "get_batch", "function",
@@ -64,7 +64,7 @@ def _windows_ok(batch, tokens, context) -> bool:
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'get_batch' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'get_batch' (transformer_spec/probes/behaviour.py)."""
     tokens = np.arange(100, 112)
 
     def starts():

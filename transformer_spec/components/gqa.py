@@ -2,16 +2,17 @@
 key/value head h // (num_heads // num_kv_heads); RoPE on q and k, never v (Ainslie et al. 2023; Llama).
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import inputs, recheck, testing
-from ..llama_shapes import gqa_shapes
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck, testing
+from transformer_spec.probes.llama_shapes import gqa_shapes
 
 NAMES = (
     Name("GroupedQueryAttention", "gqa", "module",
@@ -86,7 +87,7 @@ D, H, KV = 16, 4, 2
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'gqa' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'gqa' (transformer_spec/probes/behaviour.py)."""
     x = inputs.randn(2, 5, D, seed=101)
     causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)
 

@@ -3,16 +3,16 @@ max_norm): gradients of total L2 norm g > max_norm are scaled in place by max_no
 (CS336 assignment 1, section 4.5).
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import recheck
-from ..inputs import grid
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract.inputs import grid
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck
 
 NAMES = (
     Name("clip_grad_norm", "grad_clip", "function",
@@ -60,7 +60,7 @@ def _total(params):
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'grad_clip' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'grad_clip' (transformer_spec/probes/behaviour.py)."""
     def clipped(one_pass=False, fraction=0.4):
         params = _parameters(321, (3,), (2, 4))
         impl.clip_grad_norm(iter(params) if one_pass else params, fraction * _total(params))

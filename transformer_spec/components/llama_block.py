@@ -2,16 +2,17 @@
 out = h + ffn(ln2(h)), with RMSNorm, rotary grouped-query attention and SwiGLU, no dropout.
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import inputs, recheck, testing
-from ..llama_shapes import llama_block_shapes
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck, testing
+from transformer_spec.probes.llama_shapes import llama_block_shapes
 
 NAMES = (
     Name("LlamaBlock", "llama_block", "module",
@@ -52,7 +53,7 @@ D, H, FF = 8, 2, 12
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'llama_block' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'llama_block' (transformer_spec/probes/behaviour.py)."""
     p = testing.seeded_parameters(llama_block_shapes(D, H, FF, 1), seed=111)
     x = inputs.randn(2, 5, D, seed=112)
     causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)

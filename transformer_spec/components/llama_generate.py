@@ -3,17 +3,17 @@ temperature, top-k, the window at positions 0 .. len(window) - 1, modes restored
 cache (a cached token is rotated at its absolute position in the window).
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from .. import behaviour as bp
-from .. import inputs
-from ..llama_shapes import SMALL, small_minillama
-from ..registry import CACHED_GENERATE_LLAMA, Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import CACHED_GENERATE_LLAMA, Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes.llama_shapes import SMALL, small_minillama
 
 NAMES = (
     Name("MiniLlama.generate", "llama_generate", "method",
@@ -73,7 +73,7 @@ PITFALLS = (
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'llama_generate' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'llama_generate' (transformer_spec/probes/behaviour.py)."""
     def gen(seed_tokens, n, **kw):
         return small_minillama(impl, 121).generate(seed_tokens, n, **kw)
 

@@ -2,16 +2,16 @@
 warm-up to lr_max, half a cosine down to lr_min, then lr_min (CS336 assignment 1, section 4.4).
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import behaviour as bp
-from .. import recheck
-from ..inputs import generator
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract.inputs import generator
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck
 
 NAMES = (
     Name("cosine_lr", "lr_schedule", "function",
@@ -39,7 +39,7 @@ def _values(impl, t_range, *schedule):
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'lr_schedule' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'lr_schedule' (transformer_spec/probes/behaviour.py)."""
     import torch
 
     schedule = (1.0, 0.1, 5, 20)

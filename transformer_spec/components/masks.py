@@ -1,15 +1,16 @@
 """The 'masks' component. The causal and padding masks: bool, True = blocked (seed 000, section 7.1).
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import inputs, recheck
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck
 
 NAMES = (
     Name("causal_mask", "masks", "function",
@@ -53,7 +54,7 @@ PITFALLS = (
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'masks' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'masks' (transformer_spec/probes/behaviour.py)."""
     bp.capture(f, "causal_mask", lambda: impl.causal_mask(5))
     tokens = torch.tensor([[4, 2, 7, 0, 0], [3, 0, 5, 9, 1]])
     bp.capture(f, "padding_mask", lambda: impl.padding_mask(tokens, 0))

@@ -2,15 +2,16 @@
 section 5).
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import inputs, recheck, testing
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck, testing
 
 _SPLIT = "self.W_{p}({a}).view(B, {n}, self.num_heads, self.d_k).transpose(1, 2)"
 
@@ -108,7 +109,7 @@ def _mha_params():
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'mha' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'mha' (transformer_spec/probes/behaviour.py)."""
     p = _mha_params()
     query, key, value = inputs.randn(2, 3, bp.D, seed=12), inputs.randn(2, 5, bp.D, seed=13), inputs.randn(2, 5, bp.D, seed=14)
     mask = torch.zeros(2, 1, 1, 5, dtype=torch.bool)

@@ -2,15 +2,16 @@
 final norm, tied head.
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import inputs, recheck
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck
 
 NAMES = (
     Name("MiniGPT", "minigpt", "module",
@@ -77,7 +78,7 @@ PITFALLS = (
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'minigpt' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'minigpt' (transformer_spec/probes/behaviour.py)."""
     tokens = torch.tensor([[1, 5, 2, 9, 12, 0], [3, 3, 7, 1, 4, 8]])
     bp.capture(f, "logits", lambda: bp.small_minigpt(impl)(tokens)[0])
     bp.capture(f, "attn_maps", lambda: bp.small_minigpt(impl)(tokens, return_attn=True)[1])

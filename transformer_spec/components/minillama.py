@@ -2,16 +2,17 @@
 rotary positions 0 .. L-1 under the causal mask, no embedding scale, tied head on request.
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import inputs, recheck, testing
-from ..llama_shapes import SMALL, minillama_parameters, small_minillama
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck, testing
+from transformer_spec.probes.llama_shapes import SMALL, minillama_parameters, small_minillama
 
 NAMES = (
     Name("MiniLlama", "minillama", "module",
@@ -57,7 +58,7 @@ VOCAB = SMALL["vocab_size"]
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'minillama' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'minillama' (transformer_spec/probes/behaviour.py)."""
     tokens = torch.tensor([[3, 1, 4, 1, 5, 9], [2, 6, 5, 3, 5, 8]])
     bp.capture(f, "logits", lambda: small_minillama(impl, 121)(tokens)[0])
     bp.capture(f, "tied_logits", lambda: small_minillama(impl, 121, tied=True)(tokens)[0])

@@ -1,15 +1,16 @@
 """The 'position' component. Sinusoidal position encoding and learned position embeddings (seed 000).
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import inputs, recheck
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck
 
 NAMES = (
     Name("SinusoidalPositionEncoding", "position", "module",
@@ -94,7 +95,7 @@ PITFALLS = (
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'position' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'position' (transformer_spec/probes/behaviour.py)."""
     bp.capture(f, "sinusoidal", lambda: impl.SinusoidalPositionEncoding(d_model=6, max_len=10).to(bp.DTYPE)(
         torch.zeros(1, 7, 6, dtype=bp.DTYPE)))
     p = {"embedding.weight": inputs.randn(10, 6, seed=41)}

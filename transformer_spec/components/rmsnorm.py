@@ -2,16 +2,17 @@
 float32 for half inputs (Zhang & Sennrich 2019; CS336 assignment 1).
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import inputs, recheck, testing
-from ..llama_shapes import rmsnorm_shapes
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck, testing
+from transformer_spec.probes.llama_shapes import rmsnorm_shapes
 
 NAMES = (
     Name("RMSNorm", "rmsnorm", "module",
@@ -77,7 +78,7 @@ D = 8
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'rmsnorm' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'rmsnorm' (transformer_spec/probes/behaviour.py)."""
     p = testing.seeded_parameters(rmsnorm_shapes(D), seed=61)
     x = inputs.randn(2, 3, D, seed=62) + 0.5
 

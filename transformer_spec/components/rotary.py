@@ -2,15 +2,16 @@
 rotated by p * theta ** (-2i / head_dim) (RoFormer eq. 34; CS336 assignment 1).
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import inputs, recheck
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck
 
 NAMES = (
     Name("RotaryPositionEmbedding", "rotary", "module",
@@ -84,7 +85,7 @@ HEAD_DIM, MAX_LEN = 4, 16
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'rotary' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'rotary' (transformer_spec/probes/behaviour.py)."""
     def rope(theta=10000.0, head_dim=HEAD_DIM):
         return impl.RotaryPositionEmbedding(head_dim, MAX_LEN, theta)
 

@@ -2,15 +2,16 @@
 attention.
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import inputs, recheck
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck
 
 NAMES = (
     Name("Seq2SeqTransformer", "seq2seq", "module",
@@ -60,7 +61,7 @@ PITFALLS = (
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'seq2seq' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'seq2seq' (transformer_spec/probes/behaviour.py)."""
     def model():
         torch.manual_seed(61)
         return impl.Seq2SeqTransformer(11, 13, d_model=bp.D, num_heads=bp.H, num_encoder_layers=1,

@@ -2,16 +2,16 @@
 exp(x - max) / sum(exp(x - max)) along ``dim`` (CS336 assignment 1, section 3.5.4).
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import recheck
-from ..inputs import grid
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract.inputs import grid
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck
 
 NAMES = (
     Name("softmax", "softmax", "function",
@@ -34,7 +34,7 @@ PITFALLS = (
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'softmax' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'softmax' (transformer_spec/probes/behaviour.py)."""
     x = grid(2, 3, 4, seed=301)
     bp.capture(f, "last", lambda: impl.softmax(x, -1))
     bp.capture(f, "first", lambda: impl.softmax(x, 0))

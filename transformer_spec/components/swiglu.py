@@ -2,16 +2,17 @@
 CS336 assignment 1).
 
 Its declaration: contract names, pitfalls, diagnosis behaviour probes, hidden re-checks
-(see transformer_spec/registry.py)."""
+(see transformer_spec/contract/registry.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from .. import behaviour as bp
-from .. import inputs, recheck, testing
-from ..llama_shapes import swiglu_shapes
-from ..registry import Component, Name, Recheck, pitfall
+from transformer_spec.contract import inputs
+from transformer_spec.contract.registry import Component, Name, Recheck, pitfall
+from transformer_spec.probes import behaviour as bp
+from transformer_spec.probes import recheck, testing
+from transformer_spec.probes.llama_shapes import swiglu_shapes
 
 NAMES = (
     Name("SwiGLU", "swiglu", "module",
@@ -52,7 +53,7 @@ D, FF = 8, 12
 
 
 def behaviour(impl, f: bp.Features) -> None:
-    """The diagnosis probes of 'swiglu' (transformer_spec/behaviour.py)."""
+    """The diagnosis probes of 'swiglu' (transformer_spec/probes/behaviour.py)."""
     p = testing.seeded_parameters(swiglu_shapes(D, FF), seed=91)
     x = inputs.randn(2, 3, D, seed=92) * 2
 

@@ -7,19 +7,25 @@ course's module into a module of contract names) and what that API cannot expres
 ``@pytest.mark.needs(NAME, ...)``; under a profile that lacks one of them the test is *not
 applicable*: it is left out of the run before the rubric shares out the points (so it costs nothing
 and earns nothing), and the run says once how many tests were left out and why
-(:func:`transformer_spec.plugin.pytest_collection_modifyitems`). The default profile, ``contract``,
+(:func:`transformer_spec.pytest_plugin.plugin.pytest_collection_modifyitems`). The default profile, ``contract``,
 lacks nothing and builds nothing: the submission defines the contract's names itself.
 
 Choose one with ``pytest --profile NAME`` (or ``$TRANSFORMER_SPEC_PROFILE``). A profile belongs to
 one track (:attr:`Profile.track`): its names are that track's. A course's own profile is a Python file
 that defines ``PROFILE``; ``--profile path/to/file.py`` chooses it (:func:`from_file`; docs/adapters.md,
 "A profile of one's own").
+
+May use: the contract's tracks only (a profile sits low: the loader, the probes and the failure text
+read it). A profile's catalogue is :mod:`transformer_spec.catalogue`, its diagnosis
+:mod:`transformer_spec.diagnosis.profiles`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import importlib
 import importlib.util
 import os
 import shlex
@@ -146,22 +152,18 @@ def contract_module(names: dict, course: ModuleType, profile: str) -> ModuleType
     return module
 
 
-def catalogue(profile: Profile) -> ModuleType | None:
-    """A shipped course profile's catalogue (``transformer_spec.profiles.<name>_catalogue``: its own
-    pitfalls and variations, the track's pitfalls it cannot see, and how a contract implementation is
-    written in the course's API), or None (the contract's own names, or a profile of one's own)."""
-    if profile.name == DEFAULT or profile.origin is not None:
-        return None
-    import importlib
-
-    return importlib.import_module(f"{__name__}.{profile.name}_catalogue")
-
-
+@functools.cache
 def _profiles() -> tuple[Profile, ...]:
-    from . import cs336  # the course profiles, each in its own module
+    """The contract's own names, then the shipped course profiles: every module of this package that
+    defines ``PROFILE`` (one a course), in name order."""
+    import pkgutil
 
-    return (Profile(DEFAULT, "the contract's own names (docs/contract.md): nothing is mapped", track=""),
-            cs336.PROFILE)
+    shipped = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if isinstance(getattr(module, "PROFILE", None), Profile):
+            shipped.append(module.PROFILE)
+    return (Profile(DEFAULT, "the contract's own names (docs/contract.md): nothing is mapped", track=""), *shipped)
 
 
 def names() -> tuple[str, ...]:
@@ -212,7 +214,7 @@ def from_file(path: str, what: str = "--profile") -> Profile:
     profile = getattr(module, "PROFILE", None)
     if not isinstance(profile, Profile):
         raise ValueError(f"{what} {path}: it must define PROFILE = transformer_spec.profiles.Profile(...) {hint}")
-    from .. import tracks
+    from transformer_spec.contract import tracks
 
     problems = []
     if profile.name in names():

@@ -27,7 +27,7 @@ from types import ModuleType
 import torch
 import torch.nn as nn
 
-from . import InputRank, Profile, calls, contract_module, lifted
+from transformer_spec.profiles import InputRank, Profile, calls, contract_module, lifted
 
 LACKS = frozenset({"weights", "scale", "blocked_rows", "mask", "non_causal", "gqa", "block_positions", "eps",
                    "parameters", "names", "default_positions", "float64", "errors", "causal_mask", "generate",

@@ -3,7 +3,7 @@ track, written as a student fills in the handout's ``tests/adapters.py``: build 
 weights, run it. ``adapters_for(impl)`` gives the functions: the project's test repositories' ``tests/adapters.py``
 (``tests/profiles/cs336_reference``, ``cs336_independent``) take them for their implementation, the cs336 kill
 matrix writes this file into each row's repository, and the diagnosis writes the catalogue's mistakes in the
-course's API with it (:mod:`transformer_spec.profiles.cs336_catalogue`). It ships in the package, so a wheel or a
+course's API with it (:mod:`transformer_spec.catalogue.cs336`). It ships in the package, so a wheel or a
 grading bundle has it. Only the handout's public function names and signatures are used.
 """
 

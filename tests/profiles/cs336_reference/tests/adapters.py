@@ -5,7 +5,6 @@ must score 100 on the profile's applicable tests. The functions are ``transforme
 """
 
 import reference
-
 from transformer_spec.profiles.cs336_adapters import adapters_for
 
 globals().update(adapters_for(reference))
