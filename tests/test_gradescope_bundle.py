@@ -26,7 +26,8 @@ import pytest
 from tests.profiles.repositories import cs336_repository
 from tests.test_grading import GRADESCOPE_SCHEMA
 from tools import gradescope_bundle, release
-from tools.grade.cli import build_single_parser, settings_of
+from tools.grade.cli import build_single_parser
+from tools.grading_options import settings_arguments, settings_of
 from transformer_spec.catalogue.patching import REFERENCE_DIR, write_patched_reference
 from transformer_spec.catalogue.pitfalls import by_name
 
@@ -261,10 +262,10 @@ def test_setup_sh_runs_its_steps_in_order(bundle, tmp_path, old_python):
 def test_settings_reach_the_single_grader_unchanged():
     parser = build_single_parser()
     built = parser.parse_args(["sub", "--results-json", "r.json", *SETTINGS, "--threads", "2", "--no-rechecks"])
-    passed = gradescope_bundle.settings_arguments(built)
+    passed = settings_arguments(built)
     again = parser.parse_args(["sub", "--results-json", "r.json", *passed])
     assert settings_of(again) == settings_of(built)
-    assert gradescope_bundle.settings_arguments(parser.parse_args(["sub", "--results-json", "r.json"])) == []
+    assert settings_arguments(parser.parse_args(["sub", "--results-json", "r.json"])) == []
 
 
 def test_a_rubric_travels_in_the_bundle(tmp_path):

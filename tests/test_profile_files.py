@@ -120,7 +120,8 @@ def test_the_tools_take_a_profile_file_and_refuse_a_missing_one_in_one_line(tmp_
                            "--profile", str(tmp_path / "nothing.py")], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2 and "no such file" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     from tools import release
-    from tools.grade.cli import build_single_parser, settings_of
+    from tools.grade.cli import build_single_parser
+    from tools.grading_options import settings_of
 
     args = build_single_parser().parse_args(["s.py", "--results-json", "r.json", "--profile", str(EXAMPLE)])
     settings = settings_of(args)

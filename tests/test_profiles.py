@@ -229,10 +229,11 @@ def test_the_platforms_take_a_profile_and_the_kit_refuses_one(tmp_path, capsys):
     contract's names: a course's students start from its handout) refuses it in one line, and so does
     ``--name`` for GitHub Classroom, whose template is then the handout (tests/test_github_classroom.py)."""
     from tools import gradescope_bundle, release
-    from tools.grade.cli import build_single_parser, settings_of
+    from tools.grade.cli import build_single_parser
+    from tools.grading_options import settings_arguments, settings_of
 
     args = build_single_parser().parse_args(["sub", "--results-json", "r.json", "--profile", "cs336"])
-    assert gradescope_bundle.settings_arguments(args) == ["--profile", "cs336"]
+    assert settings_arguments(args) == ["--profile", "cs336"]
     settings = settings_of(args)
     assert (settings.profile, settings.track) == ("cs336", "modern")
     assert settings.rubric_object().components["masks"] == 0  # the profile's own rubric

@@ -30,7 +30,7 @@ from transformer_spec.grader.settings import GradeError
 from transformer_spec.scoring import rubric as rubrics
 
 from . import gradescope_bundle
-from .grade.cli import settings_of
+from .grading_options import settings_arguments, settings_of
 
 WORKFLOW = Path(".github") / "workflows" / "classroom.yml"
 RUBRIC = Path(".github") / "transformer_spec_rubric.toml"
@@ -184,7 +184,7 @@ def build(out: Path, args: argparse.Namespace, grader_repo: str | None, grader_r
     points = component_points(args.rubric or settings.profile_object().rubric, settings.track)
     repository = settings.profile_object().adapter is not None
     text = workflow(points, grader_repo, grader_ref, REPOSITORY_PATH if repository else package,
-                    gradescope_bundle.settings_arguments(args), gradescope_bundle.pinned_torch(),
+                    settings_arguments(args), gradescope_bundle.pinned_torch(),
                     _grading_minutes(args), args.rubric is not None, repository)
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(target, text.encode())

@@ -31,7 +31,7 @@ import stat
 import zipfile
 from pathlib import Path
 
-from .grade.cli import add_settings_arguments, settings_of
+from .grading_options import add_settings_arguments, settings_arguments, settings_of
 from transformer_spec import layout
 from transformer_spec.files import atomic_write
 from transformer_spec.grader.settings import REPO, GradeError
@@ -55,26 +55,6 @@ class BundleError(Exception):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The grading settings the bundle is built with (those of ``python -m tools.grade single``)."""
     add_settings_arguments(parser, coverage=False)
-
-
-def settings_arguments(args: argparse.Namespace) -> list[str]:
-    """The settings of ``args`` that differ from the defaults, as ``tools.grade single`` arguments
-    (``--rubric`` excepted: the bundle carries the file, see :func:`build`)."""
-    defaults = argparse.ArgumentParser()
-    add_arguments(defaults)
-    default = vars(defaults.parse_args([]))
-    out: list[str] = []
-    for dest, value in vars(args).items():
-        if dest not in default or dest in ("rubric", "no_progress") or value == default[dest]:
-            continue
-        flag = "--" + dest.replace("_", "-")
-        if value is True:
-            out.append(flag)
-        elif isinstance(value, list):
-            out += [flag, *map(str, value)]
-        else:
-            out += [flag, str(value)]
-    return out
 
 
 def differs_from_defaults(args: argparse.Namespace) -> list[str]:

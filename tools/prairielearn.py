@@ -32,7 +32,7 @@ from transformer_spec.files import atomic_write
 from transformer_spec.grader.settings import GradeError
 
 from . import gradescope_bundle
-from .grade.cli import settings_of
+from .grading_options import settings_arguments, settings_of
 
 COURSE_FOLDER = "transformer_spec"  # under serverFilesCourse/
 ENTRYPOINT = f"/grade/serverFilesCourse/{COURSE_FOLDER}/run.sh"
@@ -197,7 +197,7 @@ def build(out: Path, args: argparse.Namespace, image: str = DEFAULT_IMAGE, force
             p.unlink(missing_ok=True)
     course = ours[0]
     written: list[tuple[Path, bytes, int]] = [
-        (course / "run.sh", run_sh(gradescope_bundle.settings_arguments(args), args.rubric is not None).encode(),
+        (course / "run.sh", run_sh(settings_arguments(args), args.rubric is not None).encode(),
          gradescope_bundle.EXECUTABLE),
         (out / "image" / "Dockerfile", dockerfile(gradescope_bundle.pinned_torch()).encode(), gradescope_bundle.REGULAR),
         (out / OPTIONS_NAME, (json.dumps(grading_options(image, timeout), indent=2) + "\n").encode(),

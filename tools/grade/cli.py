@@ -9,14 +9,14 @@ import sys
 import time
 from pathlib import Path
 
-from transformer_spec import profiles
-from transformer_spec.contract import tracks
-from transformer_spec.grader import sandbox
+from transformer_spec.grader import slurm
 from transformer_spec.grader.batch import grade_class, merge
-from transformer_spec.grader.settings import DEFAULT_TESTS, GradeError, Limits, Settings, checked
+from transformer_spec.grader.settings import GradeError
 from transformer_spec.grader.single import grade_single
 from transformer_spec.grader.text import one_line
 from transformer_spec.results.results_file import format_points
+
+from ..grading_options import add_settings_arguments, sandbox_line, settings_arguments, settings_of
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -27,49 +27,6 @@ def _shard(text: str) -> tuple[int, int]:
     if not 1 <= k <= n:
         raise argparse.ArgumentTypeError(f"--shard K/N needs 1 <= K <= N, got {text!r}")
     return k, n
-
-
-def profile_name(text: str) -> str:
-    """``--profile``: a shipped profile's name, or a profile file (checked now, kept as its absolute path)."""
-    try:
-        profile = profiles.get(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--profile ")) from None
-    return profile.origin or profile.name
-
-
-def add_settings_arguments(p: argparse.ArgumentParser, coverage: bool = True) -> None:
-    """What a grading is run with (the class grader and the single grader share them)."""
-    p.add_argument("--rubric", type=Path, default=None,
-                   help="rubric TOML (default: the track's, transformer_spec/rubric.toml or rubric_modern.toml)")
-    p.add_argument("--track", choices=tracks.names(), default=None,
-                   help=f"the track graded (default {tracks.DEFAULT}, or the profile's; modern: the Llama-style decoder, "
-                        "docs/contract.md)")
-    p.add_argument("--profile", type=profile_name, default=profiles.DEFAULT, metavar="NAME_OR_FILE",
-                   help=f"the API the submissions are written to (default {profiles.DEFAULT}: the contract's own names; "
-                        "cs336: a Stanford CS336 assignment-1 repository, reached through its tests/adapters.py; "
-                        "or a course's own profile, a .py file defining PROFILE; docs/adapters.md); a profile "
-                        "implies its track and its rubric")
-    if coverage:
-        p.add_argument("--coverage", action="store_true",
-                       help="HTML coverage of each submission in students/<id>/coverage/")
-    p.add_argument("--tests", nargs="+", default=list(DEFAULT_TESTS), metavar="PATH",
-                   help="test files or folders of the suite to grade with (default: spec_tests properties)")
-    p.add_argument("--time-limit", type=float, default=420.0, help="per submission: start no new test after "
-                                                                   "this many seconds (default 420)")
-    p.add_argument("--test-timeout", type=float, default=60.0, help="per test, seconds (default 60)")
-    p.add_argument("--wall", type=float, default=None, help="per submission, seconds, then the process is killed "
-                                                           "(default time-limit + test-timeout + 60)")
-    p.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per process (default 4096; 0: none)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads per submission (default 1)")
-    p.add_argument("--max-output-mb", type=float, default=20.0, help="output a submission may print (default 20)")
-    p.add_argument("--no-rechecks", action="store_true", help="trust the child's report (no hidden re-check)")
-    p.add_argument("--sandbox", choices=("auto", *sandbox.TIERS[:-1]), default="auto",
-                   help="how each child is confined (default auto: the strongest tier that works here; "
-                        "see docs/class_grading.md)")
-    p.add_argument("--no-sandbox", action="store_true",
-                   help="run submissions unconfined, as you (only for code you trust)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,7 +43,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard", type=_shard, default=(1, 1), metavar="K/N",
                    help="grade only the K-th of N deterministic slices of the class (1 <= K <= N)")
     add_settings_arguments(p)
+    cluster = p.add_argument_group("on a Slurm cluster (docs/class_grading.md)")
+    cluster.add_argument("--slurm", action="store_true",
+                         help="grade through a Slurm job array (a shard a task) and merge into --out; with --resume, "
+                              "re-attach to the jobs of --out")
+    cluster.add_argument("--slurm-tasks", type=_positive, default=4, metavar="N", help="the array's width (default 4)")
+    cluster.add_argument("--slurm-partition", default=None, metavar="NAME", help="the partition (default: the cluster's)")
+    cluster.add_argument("--slurm-time", default=None, metavar="TIME",
+                         help="sbatch --time per task (default: every submission of a shard at its --wall)")
+    cluster.add_argument("--slurm-mem", default="4G", metavar="SIZE", help="sbatch --mem per task (default 4G)")
+    cluster.add_argument("--slurm-arg", action="append", default=[], metavar="ARG",
+                         help="one more sbatch argument, e.g. --slurm-arg=--account=cs336 (repeat for more)")
+    cluster.add_argument("--slurm-template", type=Path, default=None, metavar="FILE",
+                         help="the task's script, with $OPTIONS (the #SBATCH lines) and $COMMAND (e.g. to load a module)")
     return p
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"takes a whole number >= 1, got {text!r}")
+    return int(text)
 
 
 def build_single_parser() -> argparse.ArgumentParser:
@@ -106,20 +82,6 @@ def build_merge_parser() -> argparse.ArgumentParser:
     p.add_argument("outs", type=Path, nargs="+", help="output folders of `python -m tools.grade ... --shard K/N`")
     p.add_argument("--out", type=Path, required=True, help="the merged output folder (new or empty)")
     return p
-
-
-def settings_of(args: argparse.Namespace, bundle: bool = False) -> Settings:
-    """The settings the arguments ask for (:func:`transformer_spec.grader.settings.checked`)."""
-    limits = Limits(args.time_limit, args.test_timeout, args.wall, args.memory_mb, args.threads, args.max_output_mb)
-    return checked(list(args.tests), args.rubric, limits, coverage=getattr(args, "coverage", False),
-                   rechecks=not args.no_rechecks, sandbox="none" if args.no_sandbox else args.sandbox,
-                   track=args.track, profile=getattr(args, "profile", None), bundle=bundle)
-
-
-def sandbox_line(settings: Settings) -> str:
-    """The tier the children ran in (and what --no-sandbox loses), for the summary."""
-    box = sandbox.choose(settings.sandbox)
-    return box.describe() if box.tier != "none" else sandbox.WHAT_NONE_LOSES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,8 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         settings = settings_of(args)
         start = time.monotonic()
-        records = grade_class(args.submissions, args.out, settings, jobs=args.jobs, resume=args.resume,
-                              shard=args.shard, progress=not args.no_progress)
+        if args.slurm:
+            records = _on_slurm(args, settings)
+        else:
+            records = grade_class(args.submissions, args.out, settings, jobs=args.jobs, resume=args.resume,
+                                  shard=args.shard, progress=not args.no_progress)
     except GradeError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
@@ -154,5 +119,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"graded {len(records)} submissions in {minutes:.1f} min: "
           + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     print(f"gradebook: {one_line(str(args.out / 'gradebook.csv'))}")
-    print(sandbox_line(settings))
+    print(sandbox_line(settings) if not args.slurm else "\n".join(slurm.tiers(args.out / slurm.SLURM_DIR)))
     return 0
+
+
+def _on_slurm(args: argparse.Namespace, settings):
+    if args.shard != (1, 1) or args.jobs is not None:
+        raise GradeError("--slurm shards the class itself (--slurm-tasks) and grades as many submissions at once "
+                         "as a task has cores: leave out --shard and --jobs")
+    options = slurm.SlurmOptions(args.slurm_tasks, args.slurm_partition, args.slurm_time, args.slurm_mem,
+                                 args.slurm_arg, args.slurm_template)
+    return slurm.grade_on_slurm(args.submissions, args.out, settings, settings_arguments(args, coverage=True, rubric=True),
+                                options, resume=args.resume, progress=not args.no_progress)

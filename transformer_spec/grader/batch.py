@@ -234,8 +234,9 @@ def _progress(total: int, done: int, enabled: bool):
     return tqdm(total=total, initial=done, unit="submission", desc="grading", dynamic_ncols=True)
 
 
-def merge(outs: list[Path], dest: Path) -> dict[str, Record]:
-    """Combine the outputs of shards (same settings) into ``dest``."""
+def merge(outs: list[Path], dest: Path, keep: Path | None = None) -> dict[str, Record]:
+    """Combine the outputs of shards (same settings) into ``dest``, new or empty (but for ``keep``, a path under
+    it: the Slurm job's state, whose shards these are)."""
     configs, records = [], {}
     sources: dict[str, Path] = {}
     for o in outs:
@@ -256,7 +257,8 @@ def merge(outs: list[Path], dest: Path) -> dict[str, Record]:
     if len(prints) != 1:
         raise GradeError("the outputs were graded with different settings (tests, rubric, limits or suite)")
     dest = dest.resolve()
-    if dest.exists() and any(dest.iterdir()):
+    kept = {dest / keep, *(dest / keep).parents} if keep is not None else set()
+    if dest.exists() and any(p not in kept for p in dest.rglob("*") if not (keep and dest / keep in p.parents)):
         raise GradeError(f"{dest} is not empty")
     output = Output(dest)
     for s, src in sources.items():
