@@ -201,6 +201,9 @@ def grade_on_slurm(submissions: Path, out: Path, settings: Settings, grade_args:
     out, submissions = out.resolve(), submissions.resolve()
     if out == submissions or submissions in out.parents:
         raise GradeError("--out must not be inside the submissions folder")
+    for command in ("sbatch", "squeue"):
+        if shutil.which(command) is None:
+            _run([command])  # the one-line error naming it
     job = Job(submissions, out, settings, options)
     if out.exists() and any(out.iterdir()):
         if not resume:
