@@ -144,3 +144,45 @@ def test_a_class_graded_through_slurm_with_a_cancelled_task_is_the_class_graded_
     for student in names:
         assert got[student] == expected[student], student
     print(f"\none machine: {local_seconds:.0f} s; through Slurm (3 tasks, one cancelled): {slurm_seconds:.0f} s")
+
+
+def test_a_shard_whose_tasks_keep_failing_ends_as_grader_error_rows_and_the_grader_reattaches(tmp_path, slurm_up):
+    """The submitting command stopped (Ctrl-C) after it submitted: the job keeps running, and the same command
+    with ``--resume`` re-attaches to it. Tasks that fail without grading anyone (an instructor's template that
+    never runs the grader) are submitted again twice, then their shards' students are ``grader-error`` rows
+    naming the jobs and the logs: the gradebook is complete, never missing. Other settings are refused."""
+    import signal
+
+    klass = tmp_path / "class"
+    klass.mkdir()
+    for name in ("ann", "ben", "cat", "dan"):
+        (klass / f"{name}.py").write_text("x = 1\n")
+    template = tmp_path / "task.sh"
+    template.write_text("#!/bin/bash\n$OPTIONS\nsleep 2; echo 'a module that does not load' >&2; exit 3\n")
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "tools.grade", str(klass), "--out", str(out), "--slurm", "--slurm-tasks", "2",
+            "--slurm-template", str(template), "--no-progress"]
+    first = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    state = out / ".grade" / "slurm" / "job.json"
+    deadline = time.monotonic() + 120
+    while not (state.is_file() and json.loads(state.read_text())["jobs"]):
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.1)
+    first.send_signal(signal.SIGINT)
+    _, stderr = first.communicate(timeout=60)
+    job = json.loads(state.read_text())["jobs"][0]["id"]
+    assert first.returncode != 0 and f"the Slurm job(s) {job} keep running" in stderr and "--resume" in stderr, stderr
+    assert "Traceback" not in stderr, stderr
+    refused = subprocess.run([*argv, "--resume", "--time-limit", "30"], cwd=REPO, capture_output=True, text=True)
+    assert refused.returncode == 2 and "other settings" in refused.stderr, refused.stderr
+    again = subprocess.run([*argv, "--resume"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    jobs = json.loads(state.read_text())["jobs"]
+    assert jobs[0]["id"] == job and len(jobs) == 3, jobs  # the first job waited for, then two more rounds
+    with open(out / "gradebook.csv", newline="") as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    assert sorted(rows) == ["ann", "ben", "cat", "dan"]
+    for row in rows.values():
+        assert row["status"] == "grader-error" and "ended 3 times in a row without grading anyone" in row["detail"], row
+        assert str(out / ".grade" / "slurm" / "logs") in row["detail"]
+    assert "given up after 3 failed tasks" in again.stderr

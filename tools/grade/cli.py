@@ -112,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     except GradeError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # what was saved is kept (every file is written whole)
+        if "--slurm" not in argv:  # the Slurm waiter said what keeps running
+            print("\ninterrupted: run the same command with --resume to go on", file=sys.stderr)
+        return 130
     counts: dict[str, int] = {}
     for r in records.values():
         counts[r.status] = counts.get(r.status, 0) + 1
