@@ -1,7 +1,8 @@
 """Issue 47: a class graded through a real Slurm (``tools.grade --slurm``) is the class graded on one machine,
 test for test, and a task cancelled mid-run changes nothing but the time.
 
-Against a real one-node Slurm (``.ci/slurm-single-node start``; CI starts it), never a mock. The class: 13
+Graded on the golden tests (``--tests spec_tests``): what is compared is the distribution, not the suite.
+Against a real one-node Slurm (``.ci/slurm-single-node start``; CI starts it), never a mock. The class: 12
 CS336 repositories under ``--profile cs336`` (the handout's layout, correct; the independent implementation;
 the profile's own pitfalls and the track's; an allowed variation; the handout's stubs with a forged report and a
 model returning zeros with a forged report, both hostile; a syntax error), graded once on this machine and once
@@ -31,7 +32,8 @@ from transformer_spec.catalogue import cs336, pitfalls
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 REPO = Path(__file__).resolve().parent.parent
-SETTINGS = ["--profile", "cs336", "--no-progress"]
+#: the golden tests only (the class costs half the full suite's time; the gradings compared are the same)
+SETTINGS = ["--profile", "cs336", "--tests", "spec_tests", "--no-progress"]
 
 
 def _slurm_runs() -> bool:
@@ -50,7 +52,7 @@ def slurm_up():
 
 
 def make_class(folder: Path) -> list[str]:
-    """The class of 13 repositories (see the module's docstring)."""
+    """The class of 12 repositories (see the module's docstring)."""
     handout_repository(folder / "alice")
     cs336_repository(folder / "independent")
     by_name = pitfalls.by_name()
@@ -102,9 +104,10 @@ def test_a_class_graded_through_slurm_with_a_cancelled_task_is_the_class_graded_
     root, names, expected, local_seconds = one_machine
     assert len(names) >= 12 and sorted(expected) == names
     rows = {s: e[0] for s, e in expected.items()}
-    assert rows["alice"]["status"] == "ok" and float(rows["alice"]["total"]) == 100
-    assert rows["independent"]["total"] == rows[f"variation_{cs336.VARIATIONS[0].name}"]["total"] == "100"
-    assert all(float(rows[n]["total"]) < 100 for n in names if n.startswith("pitfall_")), rows
+    full = rows["alice"]["possible"]
+    assert rows["alice"]["status"] == "ok" and rows["alice"]["total"] == full
+    assert rows["independent"]["total"] == rows[f"variation_{cs336.VARIATIONS[0].name}"]["total"] == full
+    assert all(float(rows[n]["total"]) < float(full) for n in names if n.startswith("pitfall_")), rows
     assert rows["forger_with_stubs"]["status"] == rows["zeros_and_a_forged_report"]["status"] == "tampering"
     assert float(rows["syntax_error"]["total"]) == 0  # the adapters import the package inside each function
 
