@@ -12,13 +12,13 @@ from tools.benchmarks.class_scale import Run, table, write_cs336_class
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_the_overhead_a_task_is_its_run_time_less_its_submissions_at_the_one_machine_cost():
+def test_the_time_outside_the_tasks_is_the_wall_time_less_their_span():
     one = Run("one machine", 0, wall=100.0, size=20, task_seconds=[])  # 20 submissions x 10 core-seconds on 2 cores
-    two = Run("Slurm, 2 tasks", 2, wall=130.0, size=20, task_seconds=[110.0, 120.0])
+    two = Run("Slurm, 2 tasks", 2, wall=130.0, size=20, task_seconds=[110.0, 120.0], span=121.0)
     text = table([one, two], cores=2)
     assert "| one machine | 100 s | 12.00 | | |" in text
-    assert "| Slurm, 2 tasks | 130 s | 9.23 | 110, 120 s | 15 s |" in text  # (230 - 20 x 10) / 2
-    assert "One submission costs 10.0 core-seconds" in text
+    assert "| Slurm, 2 tasks | 130 s | 9.23 | 110, 120 s | 9 s |" in text
+    assert "a submission costs 10.0 core-seconds (20 in 100 s on 2 cores)" in text
 
 
 def test_the_class_cycles_through_the_catalogue_and_every_member_is_a_repository(tmp_path, monkeypatch):
