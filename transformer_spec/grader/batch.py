@@ -56,8 +56,7 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
     if skipped:
         print(f"warning: not graded, hidden names: {', '.join(skipped[:10])}", file=sys.stderr)
     if not found:
-        raise GradeError(f"{submissions}: nothing to grade (no .py file, notebook, package or student folder in it); "
-                         "give the folder that holds one file or folder per student")
+        raise nothing_to_grade(submissions)
     entries = [e for e in found if shard[1] == 1 or shard_of(e.student, shard[1]) == shard[0]]
     for e in entries:
         if e.note:
@@ -145,6 +144,12 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
         setup.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(tmp_root, ignore_errors=True)
         (state / f"tmp-root-{os.getpid()}.txt").unlink(missing_ok=True)
+
+
+def nothing_to_grade(submissions: Path) -> GradeError:
+    """The error of a class folder with no entry to grade (one machine's and Slurm's)."""
+    return GradeError(f"{submissions}: nothing to grade (no .py file, notebook, package or student folder in it); "
+                      "give the folder that holds one file or folder per student")
 
 
 def _prepare(ctx: Context, setup: ThreadPoolExecutor) -> None:

@@ -33,7 +33,7 @@ from string import Template
 
 from transformer_spec import layout
 from transformer_spec.files import atomic_write
-from transformer_spec.grader.batch import merge
+from transformer_spec.grader.batch import merge, nothing_to_grade
 from transformer_spec.grader.output import Output
 from transformer_spec.grader.record import Record
 from transformer_spec.grader.settings import STATE_DIR, GradeError, Settings
@@ -138,8 +138,7 @@ class Job:
         self.possible = settings.rubric_object().total
         found = discover(submissions, course.adapter, ignores_case(out))
         if not found:
-            raise GradeError(f"{submissions}: nothing to grade (no .py file, notebook, package or student folder in it); "
-                             "give the folder that holds one file or folder per student")
+            raise nothing_to_grade(submissions)
         self.entries: dict[int, list[Entry]] = {}
         for e in found:
             self.entries.setdefault(shard_of(e.student, options.tasks), []).append(e)
