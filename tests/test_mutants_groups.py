@@ -9,6 +9,8 @@ import pytest
 
 from tools import mutants, mutants_groups
 from transformer_spec.catalogue.variations import Variation
+from transformer_spec.contract import registry
+from transformer_spec.contract.registry import Pitfall
 
 
 def _v(name: str, *files: str) -> Variation:
@@ -83,3 +85,81 @@ def test_a_clean_group_gives_each_member_its_row(monkeypatch):
     rows = mutants.run_all([a, b])
     assert [r.name for r in rows] == [*mutants.CORRECT, "a", "b"]
     assert all(r.verdict == "clean" and r.group == "(variations_1)" and r.seconds == 4.0 for r in rows[2:])
+
+
+def _p(name: str, component: str) -> Pitfall:
+    return Pitfall(name, component, name, ((f"{name}.py", f"old {name}", f"new {name}"),))
+
+
+def _reach(extra: dict[str, set[str]] = {}):
+    """affects() over placeholder rows that break their own component (and ``extra``'s); errors has none."""
+    rows = {c: [SimpleNamespace(error=None, failed={c: ["t"], **{e: ["t"] for e in extra.get(c, ())}})]
+            for c in ("attention", "masks", "mha", "ffn", "encoder", "decoder", "position", "minigpt", "softmax")}
+    return mutants_groups.affects(rows)
+
+
+def test_pitfalls_share_a_group_only_when_no_member_can_change_another_members_tests():
+    ps = [_p("att", "attention"), _p("mha", "mha"), _p("ffn", "ffn"), _p("enc", "encoder"), _p("err", "errors"),
+          _p("pos", "position"), _p("att2", "attention"), _p("mask", "masks"), _p("dec", "decoder")]
+    rows, members = mutants_groups.group_pitfalls(ps, lambda g: True, _reach())
+    groups = [[p.name for p in m] for m in members.values()]
+    # attention reaches mha, encoder and decoder (the composition); ffn reaches encoder; errors has no placeholder
+    assert groups == [["att", "ffn", "pos", "mask"], ["enc", "dec"]]
+    assert [r.name for r in rows] == ["(pitfalls_1)", "mha", "(pitfalls_3)", "err", "att2"]
+    for m in members.values():
+        comps = [p.component for p in m]
+        assert len(set(comps)) == len(comps) <= mutants_groups.MAX_PITFALLS
+        for a in comps:
+            assert not any(b in registry.affected_by(a) for b in comps if b != a)
+    assert "err" in [r.name for r in rows]  # alone: errors' tests construct every class
+
+
+def test_a_dependency_only_a_placeholder_shows_keeps_two_pitfalls_apart():
+    ps = [_p("soft", "softmax"), _p("att", "attention")]
+    _, members = mutants_groups.group_pitfalls(ps, lambda g: True, _reach())
+    assert list(members.values()) == [ps]  # the composition declares nothing between them
+    _, members = mutants_groups.group_pitfalls(ps, lambda g: True, _reach({"softmax": {"attention"}}))
+    assert members == {}  # its placeholder broke attention's tests: a course's attention calls its softmax
+
+
+def _pitfall_record(failed_components: list[str], status: str = "ok"):
+    tests = [{"name": f"[{c}] spec_tests/t.py::test_{c}", "tags": [c], "status": "failed", "kind": "assertion",
+              "output": "AssertionError"} for c in failed_components]
+    return SimpleNamespace(status=status, total=1.0, seconds=8.0, tests=tests, detail="")
+
+
+def test_a_pitfall_group_gives_each_member_its_own_components_failures_or_is_graded_again(monkeypatch):
+    a, f, pos = _p("a", "attention"), _p("f", "ffn"), _p("pos", "position")
+    holders = [_p(f"placeholder_zeros_{c}", c) for c in ("attention", "ffn", "position")]
+    monkeypatch.setattr(mutants_groups, "writable", lambda write: lambda g: True)
+    calls = []
+
+    def graded(items, *args):
+        calls.append([i if isinstance(i, str) else i.name for i in items])
+        out = {}
+        for n in calls[-1]:
+            if n.startswith("placeholder_zeros_"):
+                c = n.removeprefix("placeholder_zeros_")
+                out[n] = _pitfall_record([c] + (["mha", "encoder"] if c == "attention" else []))
+            elif n.startswith("(pitfalls_"):
+                out[n] = _pitfall_record(["attention", "mha", "ffn"])  # pos survives in the group
+            else:
+                out[n] = _pitfall_record({"a": ["attention"], "f": ["ffn", "encoder"], "pos": []}.get(n, []))
+        return out
+
+    monkeypatch.setattr(mutants, "_graded", graded)
+    rows = {r.name: r for r in mutants.run_all([a, f, pos], placeholder_rows=holders)}
+    assert calls[0] == [h.name for h in holders]  # the placeholders first: what each breaks
+    assert calls[1] == [*mutants.CORRECT, "(pitfalls_1)"]
+    assert calls[2] == ["a", "f", "pos"]  # a member not killed in its own component: every member alone
+    assert rows["pos"].verdict == "SURVIVED" and rows["f"].failed == {"ffn": ["spec_tests/t.py::test_ffn"],
+                                                                         "encoder": ["spec_tests/t.py::test_encoder"]}
+
+    calls.clear()
+    monkeypatch.setattr(mutants, "_graded", lambda items, *args: {
+        **graded(items), **({"(pitfalls_1)": _pitfall_record(["attention", "ffn", "encoder"])} if
+                            "(pitfalls_1)" in [getattr(i, "name", i) for i in items] else {})})
+    rows = {r.name: r for r in mutants.run_all([a, f], placeholder_rows=holders)}
+    assert rows["a"].verdict == rows["f"].verdict == "killed" and rows["f"].group == "(pitfalls_1)"
+    assert rows["a"].failed == {"attention": ["spec_tests/t.py::test_attention"]}  # its own component's only
+    assert rows["a"].seconds == 4.0

@@ -24,7 +24,10 @@ uses a name it does not define yet is listed as not covered instead). So does ev
 variation of :mod:`transformer_spec.catalogue.variations` (the reference rewritten in a way the contract leaves
 free: a tied head through ``F.linear``, a hand-written LayerNorm, ...): a row that must be clean. The
 variations are graded in groups that rewrite different files (``tools/mutants_groups.py``; ``--no-groups``:
-one row each); a group that is not clean is graded again one variation at a time.
+one row each); a group that is not clean is graded again one variation at a time. With ``--placeholders``
+the pitfalls are graded in groups too, of components that cannot change one another's tests (the contract's
+composition and what each placeholder broke, graded first); a group in which a member is not killed in its
+own component, or anything else is amiss, is graded again one pitfall at a time.
 
 Exit status 1 if the reference, the independent implementation or a variation fails any test, if a pitfall
 survives (no test fails), if a pitfall is killed only outside its own component (the grade
@@ -138,25 +141,46 @@ def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, p
     """Grade the correct implementations and each pitfall or variation of ``pitfalls`` as one class of
     ``track`` through ``tools.grade`` (``jobs`` students at a time), under the course profile ``course``;
     the variations in groups unless not ``grouped`` (tools/mutants_groups.py: a group that is not clean is
-    graded again one member at a time); then ``placeholder_rows`` (each row's ``kept``), a class of their own
-    under ``no-shrink`` if ``profile`` shrinks: their verdict is each test's pass or fail, which shrinking does
-    not change, and shrinking the properties a placeholder fails made each cost 2.5 rows. The rows: the
-    correct implementations, then ``pitfalls`` in their order, then the placeholders."""
-    variations = [p for p in pitfalls if isinstance(p, Variation)]
-    fits = mutants_groups.writable(lambda item, folder: write_row(item, folder, track, course))
-    graded, members = mutants_groups.group(variations, fits) if grouped else (variations, {})
-    items = [*CORRECT, *graded, *(p for p in pitfalls if not isinstance(p, Variation))]
-    records = _graded(items, profile, track, course, jobs)
-    group_rows = {g: row_of(item, records.get(g)) for item in graded if (g := item.name) in members}
-    again = [v for g, r in group_rows.items() if r.verdict != "clean" for v in members[g]]
-    if again:
-        records.update(_graded(again, profile, track, course, jobs))
-    spread = {r.name: r for g, r in group_rows.items() if r.verdict == "clean"
-              for r in mutants_groups.spread(r, members[g])}
+    graded again one member at a time), and with ``placeholder_rows`` the pitfalls too, in groups of
+    components that cannot change one another's tests (each graded again alone unless every member is
+    killed in its own component). ``placeholder_rows`` (each row's ``kept``) are graded first, a class of
+    their own under ``no-shrink`` if ``profile`` shrinks: their verdict is each test's pass or fail, which
+    shrinking does not change, and shrinking the properties a placeholder fails made each cost 2.5 rows;
+    what each breaks keeps the pitfall groups apart. The rows: the correct implementations, then
+    ``pitfalls`` in their order, then the placeholders."""
+    records = {}
     if placeholder_rows:
         shrinks = Phase.shrink in settings.get_profile(profile).phases
         records.update(_graded(placeholder_rows, NO_SHRINK_PROFILE if shrinks else profile, track, course, jobs))
     unseen = getattr(_catalogue(course), "UNSEEN", {})
+    variations = [p for p in pitfalls if isinstance(p, Variation)]
+    mistakes = [p for p in pitfalls if not isinstance(p, Variation)]
+    fits = mutants_groups.writable(lambda item, folder: write_row(item, folder, track, course))
+    graded, members = mutants_groups.group(variations, fits) if grouped else (variations, {})
+    if grouped and placeholder_rows:
+        shown: dict[str, list[Row]] = {}
+        for item in placeholder_rows:
+            shown.setdefault(item.component, []).append(row_of(item, records.get(item.name)))
+        reach = mutants_groups.affects(shown)
+        alone = lambda p: p.name in unseen  # noqa: E731 (a pitfall its course cannot see must survive: graded alone)
+        groups, more = mutants_groups.group_pitfalls(
+            [p for p in mistakes if not alone(p)], fits,
+            reach, together=optional)
+        graded += groups + [p for p in mistakes if alone(p)]
+        members.update(more)
+    else:
+        graded += mistakes
+    records.update(_graded([*CORRECT, *graded], profile, track, course, jobs))
+    spread, again = {}, []
+    for item in graded:
+        if item.name in members:
+            shared = mutants_groups.spread(row_of(item, records.get(item.name)), members[item.name])
+            if shared is None:
+                again += members[item.name]
+            else:
+                spread.update((r.name, r) for r in shared)
+    if again:
+        records.update(_graded(again, profile, track, course, jobs))
     rows = []
     for item in [*CORRECT, *pitfalls, *placeholder_rows]:
         name = item if isinstance(item, str) else item.name
@@ -193,8 +217,10 @@ def main(argv: list[str] | None = None) -> int:
                              "--every also by its input and by ones) and report the share of its component's points "
                              f"each keeps: more than {round(placeholders.MAX_KEPT * 100)}%% fails the run")
     parser.add_argument("--no-groups", action="store_true",
-                        help="grade each allowed variation in a row of its own (default: in groups whose patches "
-                             "apply together, a group that is not clean graded again one variation at a time)")
+                        help="grade each allowed variation and each pitfall in a row of its own (default: variations in "
+                             "groups whose patches apply together, a group that is not clean graded again one "
+                             "variation at a time; with --placeholders, pitfalls in groups of components that cannot "
+                             "change one another's tests, graded again alone unless each is killed in its own)")
     parser.add_argument("--list", action="store_true", help="list the pitfalls and the variations, and exit")
     parser.add_argument("--diagnose-accuracy", action="store_true",
                         help="measure how often transformer_spec.diagnosis.diagnose names each pitfall (with --profile: "
