@@ -132,10 +132,11 @@ def test_a_pitfall_group_gives_each_member_its_own_components_failures_or_is_gra
     a, f, pos = _p("a", "attention"), _p("f", "ffn"), _p("pos", "position")
     holders = [_p(f"placeholder_zeros_{c}", c) for c in ("attention", "ffn", "position")]
     monkeypatch.setattr(mutants_groups, "writable", lambda write: lambda g: True)
-    calls = []
+    calls, tests_run = [], {}
 
-    def graded(items, *args):
+    def graded(items, profile, track, course, jobs, tests=None):
         calls.append([i if isinstance(i, str) else i.name for i in items])
+        tests_run.update(dict.fromkeys(calls[-1], tests))
         out = {}
         for n in calls[-1]:
             if n.startswith("placeholder_zeros_"):
@@ -148,16 +149,23 @@ def test_a_pitfall_group_gives_each_member_its_own_components_failures_or_is_gra
         return out
 
     monkeypatch.setattr(mutants, "_graded", graded)
+    monkeypatch.setattr(mutants, "_rubric_tests", lambda *args: {"spec_tests/r.py::test_the_rubric_names"})
     rows = {r.name: r for r in mutants.run_all([a, f, pos], placeholder_rows=holders)}
     assert calls[0] == [h.name for h in holders]  # the placeholders first: what each breaks
-    assert calls[1] == [*mutants.CORRECT, "(pitfalls_1)"]
-    assert calls[2] == ["a", "f", "pos"]  # a member not killed in its own component: every member alone
+    assert calls[1:3] == [[*mutants.CORRECT], ["(pitfalls_1)"]]  # the group: the tests its members can change
+    # a member not killed in its own component: every member alone, each with the tests it can change
+    assert sorted(calls[3:]) == [["a"], ["f"], ["pos"]]
+    assert tests_run["(pitfalls_1)"] == ("spec_tests/r.py::test_the_rubric_names", "spec_tests/t.py::test_attention",
+                                         "spec_tests/t.py::test_encoder", "spec_tests/t.py::test_ffn",
+                                         "spec_tests/t.py::test_mha", "spec_tests/t.py::test_position")
+    assert tests_run["pos"] == ("spec_tests/r.py::test_the_rubric_names", "spec_tests/t.py::test_position")
+    assert tests_run["(reference)"] is None  # correct code runs the whole suite
     assert rows["pos"].verdict == "SURVIVED" and rows["f"].failed == {"ffn": ["spec_tests/t.py::test_ffn"],
                                                                          "encoder": ["spec_tests/t.py::test_encoder"]}
 
     calls.clear()
     monkeypatch.setattr(mutants, "_graded", lambda items, *args: {
-        **graded(items), **({"(pitfalls_1)": _pitfall_record(["attention", "ffn", "encoder"])} if
+        **graded(items, *args), **({"(pitfalls_1)": _pitfall_record(["attention", "ffn", "encoder"])} if
                             "(pitfalls_1)" in [getattr(i, "name", i) for i in items] else {})})
     rows = {r.name: r for r in mutants.run_all([a, f], placeholder_rows=holders)}
     assert rows["a"].verdict == rows["f"].verdict == "killed" and rows["f"].group == "(pitfalls_1)"

@@ -69,14 +69,14 @@ PROFILE = GRADING_PROFILE
 
 
 def grader_settings(profile: str = PROFILE, track: str = tracks.DEFAULT, course: str = profiles.DEFAULT,
-                    optional: bool = False) -> Settings:
+                    optional: bool = False, tests: tuple[str, ...] | None = None) -> Settings:
     """How the kill matrix grades a row: as ``tools.grade`` grades a student (sandbox, limits, hidden
     re-checks, the ``grading`` hypothesis profile, the track's tests and rubric, the course profile),
     with one torch thread and no named diagnosis. ``optional``: the contract's rubric gives the optional
     components points (a course profile's rubric is its own)."""
     whole = rubric.with_optional_text(track) if course == profiles.DEFAULT and optional else None
-    return Settings(list(DEFAULT_TESTS), whole, Limits(threads=1), hypothesis_profile=profile, diagnose=False,
-                    track=track, profile=course)
+    return Settings(list(tests or DEFAULT_TESTS), whole, Limits(threads=1), hypothesis_profile=profile,
+                    diagnose=False, track=track, profile=course)
 
 
 def optional(item: Pitfall | Variation | str) -> bool:
@@ -126,13 +126,23 @@ def _folder(name: str) -> str:
     return name.strip("()")
 
 
-def _graded(items: list, profile: str, track: str, course: str, jobs: int) -> dict:
+def _graded(items: list, profile: str, track: str, course: str, jobs: int, tests: tuple[str, ...] | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
         (folder := Path(tmp) / "class").mkdir()
         for item in items:
             write_row(item, folder, track, course)
-        how = grader_settings(profile, track, course, optional=any(optional(item) for item in items))
+        how = grader_settings(profile, track, course, optional=any(optional(item) for item in items), tests=tests)
         return dict(grade_class(folder, Path(tmp) / "grades", how, jobs=jobs, progress=False, class_report=False))
+
+
+def _rubric_tests(profile: str, track: str, course: str) -> set[str]:
+    """The test functions the rubric names (its per-test points, drops and hidden tests): a run of part of the
+    suite includes them, as the rubric is checked against the tests collected from each file."""
+    named = set()
+    for opt in (False, True):
+        r = grader_settings(profile, track, course, optional=opt).rubric_object()
+        named |= {k.split("[")[0] for k in [*r.tests, *r.drop, *r.hidden] if "::" in k}
+    return named
 
 
 def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, profile: str = PROFILE,
@@ -146,8 +156,9 @@ def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, p
     killed in its own component). ``placeholder_rows`` (each row's ``kept``) are graded first, a class of
     their own under ``no-shrink`` if ``profile`` shrinks: their verdict is each test's pass or fail, which
     shrinking does not change, and shrinking the properties a placeholder fails made each cost 2.5 rows;
-    what each breaks keeps the pitfall groups apart. The rows: the correct implementations, then
-    ``pitfalls`` in their order, then the placeholders."""
+    what each breaks keeps the pitfall groups apart, and a pitfall row runs only the tests of the components
+    its mistakes can change (the others run only the reference's code), each set of tests a class of its own.
+    The rows: the correct implementations, then ``pitfalls`` in their order, then the placeholders."""
     records = {}
     if placeholder_rows:
         shrinks = Phase.shrink in settings.get_profile(profile).phases
@@ -157,30 +168,38 @@ def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, p
     mistakes = [p for p in pitfalls if not isinstance(p, Variation)]
     fits = mutants_groups.writable(lambda item, folder: write_row(item, folder, track, course))
     graded, members = mutants_groups.group(variations, fits) if grouped else (variations, {})
+    to_grade = {None: [*CORRECT, *graded]}  # the tests a row runs (None: the whole suite) -> its rows
+    tests_of = lambda item: None  # noqa: E731
     if grouped and placeholder_rows:
         shown: dict[str, list[Row]] = {}
         for item in placeholder_rows:
             shown.setdefault(item.component, []).append(row_of(item, records.get(item.name)))
         reach = mutants_groups.affects(shown)
+        table = mutants_groups.tests_by_function([records.get(p.name) for p in placeholder_rows])
         alone = lambda p: p.name in unseen  # noqa: E731 (a pitfall its course cannot see must survive: graded alone)
-        groups, more = mutants_groups.group_pitfalls(
-            [p for p in mistakes if not alone(p)], fits,
-            reach, together=optional)
-        graded += groups + [p for p in mistakes if alone(p)]
+        groups, more = mutants_groups.group_pitfalls([p for p in mistakes if not alone(p)], fits, reach, together=optional)
         members.update(more)
-    else:
-        graded += mistakes
-    records.update(_graded([*CORRECT, *graded], profile, track, course, jobs))
+        mistakes = groups + [p for p in mistakes if alone(p)]
+        named = _rubric_tests(profile, track, course)
+        tests_of = lambda item: mutants_groups.reach_tests(  # noqa: E731
+            [m.component for m in members.get(item.name, [item])], reach, table, named)
+    for item in mistakes:
+        to_grade.setdefault(tests_of(item), []).append(item)
+    for tests, items in to_grade.items():
+        records.update(_graded(items, profile, track, course, jobs, tests))
     spread, again = {}, []
-    for item in graded:
+    for item in [*graded, *mistakes]:
         if item.name in members:
             shared = mutants_groups.spread(row_of(item, records.get(item.name)), members[item.name])
             if shared is None:
                 again += members[item.name]
             else:
                 spread.update((r.name, r) for r in shared)
-    if again:
-        records.update(_graded(again, profile, track, course, jobs))
+    regrade: dict = {}
+    for item in again:
+        regrade.setdefault(tests_of(item), []).append(item)
+    for tests, items in regrade.items():
+        records.update(_graded(items, profile, track, course, jobs, tests))
     rows = []
     for item in [*CORRECT, *pitfalls, *placeholder_rows]:
         name = item if isinstance(item, str) else item.name
@@ -220,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="grade each allowed variation and each pitfall in a row of its own (default: variations in "
                              "groups whose patches apply together, a group that is not clean graded again one "
                              "variation at a time; with --placeholders, pitfalls in groups of components that cannot "
-                             "change one another's tests, graded again alone unless each is killed in its own)")
+                             "change one another's tests, graded again alone unless each is killed in its own, each "
+                             "row on the tests of the components it can change)")
     parser.add_argument("--list", action="store_true", help="list the pitfalls and the variations, and exit")
     parser.add_argument("--diagnose-accuracy", action="store_true",
                         help="measure how often transformer_spec.diagnosis.diagnose names each pitfall (with --profile: "

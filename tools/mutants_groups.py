@@ -41,6 +41,7 @@ from pathlib import Path
 from transformer_spec.catalogue.patching import PatchError
 from transformer_spec.contract.registry import Pitfall, affected_by
 from transformer_spec.catalogue.variations import Variation
+from transformer_spec.results.results_file import nodeid_of
 
 #: the prefix of a group's name (a row name no catalogue entry has)
 PREFIX = "(variations_"
@@ -137,6 +138,34 @@ def group_pitfalls(pitfalls: list[Pitfall], fits: Callable[[Pitfall], bool],
         rows.append(g)
         members[g.name] = pack
     return rows, members
+
+
+def tests_by_function(records: list) -> dict[str, set[str]]:
+    """Each test function of the suite (its node id without parameters) -> the components of its tests, read
+    from ``records`` (class-grader records of whole-suite runs: the placeholders')."""
+    table: dict[str, set[str]] = {}
+    for record in records:
+        for t in getattr(record, "tests", None) or ():
+            if t.get("tags"):
+                table.setdefault(nodeid_of(t).split("[")[0], set()).add(t["tags"][0])
+    return table
+
+
+def reach_tests(components: list[str], reach: Callable[[str], frozenset[str] | None],
+                table: dict[str, set[str]], named: set[str] = frozenset()) -> tuple[str, ...] | None:
+    """The test functions a row whose mistakes lie in ``components`` must run: those with a test of a
+    component any of them can change (every test of its own components among them); None (the whole
+    suite) when a component's reach is not known. The other tests run only code the row leaves as the
+    reference's, so they pass as on the reference. ``named``: test functions every such run includes (the
+    rubric's, which it checks against the tests collected from their files)."""
+    within: set[str] = set()
+    for c in components:
+        r = reach(c)
+        if r is None:
+            return None
+        within |= r
+    chosen = {f for f, cs in table.items() if cs & within}
+    return tuple(sorted(chosen | set(named))) if chosen else None
 
 
 def _unrelated(a: str, b: str, reach: Callable[[str], frozenset[str] | None]) -> bool:
