@@ -226,14 +226,15 @@ def test_a_placeholder_passes_and_fails_the_same_tests_without_shrinking(tmp_pat
 
 def test_the_placeholder_rows_are_a_class_of_their_own_graded_without_shrinking(monkeypatch):
     """Their verdict is each test's pass or fail (``kept``), so ``run_all`` grades them under ``no-shrink``
-    while the other rows keep the profile asked for (``grading``: what a student is graded with)."""
+    while the other rows keep the profile asked for (``grading``: what a student is graded with); first, as
+    what each breaks keeps the pitfall groups apart."""
     from transformer_spec.catalogue import placeholders
 
     seen = []
     monkeypatch.setattr(mutants, "_graded", lambda items, profile, *a: seen.append((len(items), profile)) or {})
     holders = placeholders.rows(["ffn"])
     mutants.run_all([BY_NAME["relu_instead_of_gelu"]], placeholder_rows=holders)
-    assert seen == [(3, "grading"), (len(holders), hypothesis_profiles.NO_SHRINK_PROFILE)]
+    assert seen == [(len(holders), hypothesis_profiles.NO_SHRINK_PROFILE), (3, "grading")]
     seen.clear()
     mutants.run_all([], profile="mutation", placeholder_rows=holders)  # no shrinking anyway: one profile
-    assert seen == [(2, "mutation"), (len(holders), "mutation")]
+    assert seen == [(len(holders), "mutation"), (2, "mutation")]
