@@ -1,4 +1,4 @@
-"""The kill matrix: run the whole suite on every mistake of the pitfall catalogue and on every allowed variation.
+"""The kill matrix: grade every pitfall of the catalogue and every allowed variation through the class grader.
 
     python -m tools.mutants                     # the classic rows, 2 in parallel; exit 1 on a gap
     python -m tools.mutants --track modern      # the modern track's rows (the Llama-style decoder)
@@ -126,12 +126,14 @@ def _folder(name: str) -> str:
     return name.strip("()")
 
 
-def _graded(items: list, profile: str, track: str, course: str, jobs: int, tests: tuple[str, ...] | None = None) -> dict:
+def _graded(items: list, profile: str, track: str, course: str, jobs: int,
+            tests: tuple[str, ...] | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
         (folder := Path(tmp) / "class").mkdir()
         for item in items:
             write_row(item, folder, track, course)
-        how = grader_settings(profile, track, course, optional=any(optional(item) for item in items), tests=tests)
+        how = grader_settings(profile, track, course, optional=any(optional(item) for item in items),
+                              tests=tests)
         return dict(grade_class(folder, Path(tmp) / "grades", how, jobs=jobs, progress=False, class_report=False))
 
 
@@ -177,7 +179,8 @@ def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, p
         reach = mutants_groups.affects(shown)
         table = mutants_groups.tests_by_function([records.get(p.name) for p in placeholder_rows])
         alone = lambda p: p.name in unseen  # noqa: E731 (a pitfall its course cannot see must survive: graded alone)
-        groups, more = mutants_groups.group_pitfalls([p for p in mistakes if not alone(p)], fits, reach, together=optional)
+        groups, more = mutants_groups.group_pitfalls([p for p in mistakes if not alone(p)], fits, reach,
+                                                     together=optional)
         members.update(more)
         mistakes = groups + [p for p in mistakes if alone(p)]
         named = _rubric_tests(profile, track, course)
