@@ -171,6 +171,10 @@ def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, p
     fits = mutants_groups.writable(lambda item, folder: write_row(item, folder, track, course))
     graded, members = mutants_groups.group(variations, fits) if grouped else (variations, {})
     to_grade = {None: [*CORRECT, *graded]}  # the tests a row runs (None: the whole suite) -> its rows
+
+    def grade_each_set(by_tests: dict) -> None:  # each set of tests a class of its own
+        for tests, items in by_tests.items():
+            records.update(_graded(items, profile, track, course, jobs, tests))
     tests_of = lambda item: None  # noqa: E731
     if grouped and placeholder_rows:
         shown: dict[str, list[Row]] = {}
@@ -188,8 +192,7 @@ def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, p
             [m.component for m in members.get(item.name, [item])], reach, table, named)
     for item in mistakes:
         to_grade.setdefault(tests_of(item), []).append(item)
-    for tests, items in to_grade.items():
-        records.update(_graded(items, profile, track, course, jobs, tests))
+    grade_each_set(to_grade)
     spread, again = {}, []
     for item in [*graded, *mistakes]:
         if item.name in members:
@@ -201,8 +204,7 @@ def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, p
     regrade: dict = {}
     for item in again:
         regrade.setdefault(tests_of(item), []).append(item)
-    for tests, items in regrade.items():
-        records.update(_graded(items, profile, track, course, jobs, tests))
+    grade_each_set(regrade)
     rows = []
     for item in [*CORRECT, *pitfalls, *placeholder_rows]:
         name = item if isinstance(item, str) else item.name

@@ -63,20 +63,29 @@ def group(variations: list[Variation], fits: Callable[[Variation], bool]) -> tup
     """``variations`` packed greedily, in catalogue order, into groups whose patches ``fits`` can write:
     (the rows to grade: each group of two or more as one combined :class:`Variation`, a lone variation as
     itself; group name -> its members)."""
-    packs: list[list[Variation]] = []
-    for v in variations:
+    return _pack(variations, MAX_MEMBERS, PREFIX,
+                 lambda v, pack: _apart(v, pack) and fits(_combined("(trial)", [*pack, v])))
+
+
+def _pack(items: list[Pitfall], most: int, prefix: str,
+          joins: Callable[[Pitfall, list[Pitfall]], bool]) -> tuple[list[Pitfall], dict[str, list[Pitfall]]]:
+    """``items`` packed greedily, in order: each into the first pack of fewer than ``most`` that it ``joins``, else
+    a pack of its own. Returns (the rows to grade: each pack of two or more as one combined item named
+    ``prefix`` + its number, a lone item as itself; pack name -> its members)."""
+    packs: list[list[Pitfall]] = []
+    for item in items:
         for pack in packs:
-            if len(pack) < MAX_MEMBERS and _apart(v, pack) and fits(_combined("(trial)", [*pack, v])):
-                pack.append(v)
+            if len(pack) < most and joins(item, pack):
+                pack.append(item)
                 break
         else:
-            packs.append([v])
+            packs.append([item])
     rows, members = [], {}
     for i, pack in enumerate(packs, 1):
         if len(pack) == 1:
             rows.append(pack[0])
             continue
-        g = _combined(f"{PREFIX}{i})", pack)
+        g = _combined(f"{prefix}{i})", pack)
         rows.append(g)
         members[g.name] = pack
     return rows, members
@@ -115,29 +124,9 @@ def group_pitfalls(pitfalls: list[Pitfall], fits: Callable[[Pitfall], bool],
     components cannot change one another's tests (``reach``: :func:`affects`; a component it does not know
     stays alone), whose patches rewrite different files and ``fits`` can write, and whose ``together`` key is
     equal (the class settings they need). Returns (the rows to grade, group name -> its members)."""
-    packs: list[list[Pitfall]] = []
-    for p in pitfalls:
-        if reach(p.component) is not None:
-            for pack in packs:
-                if len(pack) < MAX_PITFALLS and reach(pack[0].component) is not None \
-                        and all(_unrelated(p.component, q.component, reach) for q in pack) \
-                        and together(p) == together(pack[0]) and _apart(p, pack) \
-                        and fits(_combined("(trial)", [*pack, p])):
-                    pack.append(p)
-                    break
-            else:
-                packs.append([p])
-        else:
-            packs.append([p])
-    rows, members = [], {}
-    for i, pack in enumerate(packs, 1):
-        if len(pack) == 1:
-            rows.append(pack[0])
-            continue
-        g = _combined(f"{PITFALL_PREFIX}{i})", pack)
-        rows.append(g)
-        members[g.name] = pack
-    return rows, members
+    return _pack(pitfalls, MAX_PITFALLS, PITFALL_PREFIX, lambda p, pack: (
+        all(_unrelated(p.component, q.component, reach) for q in pack) and together(p) == together(pack[0])
+        and _apart(p, pack) and fits(_combined("(trial)", [*pack, p]))))
 
 
 def tests_by_function(records: list) -> dict[str, set[str]]:
