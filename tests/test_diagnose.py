@@ -273,3 +273,27 @@ def test_a_part_is_blamed_only_where_its_caller_reaches_its_mistake(tmp_path):
         assert reach.reached(None, impl, tol), "calls that could not be kept: the call graph decides, as before"
     finally:
         profiles.done()
+
+
+def test_the_table_file_gives_back_the_table_it_was_given(tmp_path):
+    """The packed file (one flat tensor per dtype) gives every value back: dtypes, shapes (0-d, empty,
+    a transposed view), NaN, and the plain values beside them, tuples staying tuples."""
+    import torch
+
+    from transformer_spec.diagnosis import catalogue
+
+    table = {"reference": {"attention": {
+        "out": torch.arange(6, dtype=torch.float64).reshape(2, 3).t(), "scalar": torch.tensor(2.5),
+        "empty": torch.zeros(0, 4), "mask": torch.tensor([[True, False]]), "ids": torch.tensor([3, 1], dtype=torch.int64),
+        "nan": torch.tensor([float("nan"), 1.0], dtype=torch.float32), "shape": (2, 3), "names": ["a", ("b", 1)],
+        "flag": True, "none": None, "text": "\x00tensor"}}, "__free__": {"attention": ["out"]}}
+    catalogue.save(table, tmp_path / "table.pt")
+    back = catalogue.load(tmp_path / "table.pt")
+    got, want = back["reference"]["attention"], table["reference"]["attention"]
+    assert set(got) == set(want) and back["__free__"] == {"attention": ["out"]}
+    for key, value in want.items():
+        if isinstance(value, torch.Tensor):
+            assert got[key].dtype == value.dtype and got[key].shape == value.shape, key
+            assert torch.equal(torch.nan_to_num(got[key], nan=7.0), torch.nan_to_num(value, nan=7.0)), key
+        else:
+            assert got[key] == value and type(got[key]) is type(value), key

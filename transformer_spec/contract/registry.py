@@ -102,6 +102,9 @@ class Component:
 _BUILT_IN: dict[str, Component] = {}
 _EXTRA: dict[str, Component] = {}
 _ORDERED: list[tuple[Component, ...]] = []  # components() as last computed (cleared when _EXTRA changes)
+#: upstream() and affected_by() of the components as last computed, cleared with _ORDERED: the diagnosis
+#: asks them thousands of times for every class it grades (each answer walks the whole composition)
+_DERIVED: dict[tuple[str, str], tuple[str, ...]] = {}
 
 
 #: The package of the built-in components. The components are the registry's plug-ins: each module of it
@@ -151,6 +154,12 @@ def get(name: str) -> Component:
 def upstream(name: str) -> tuple[str, ...]:
     """The components ``name`` calls, directly or through others (the contract's composition), in
     report order: where a mistake that shows in ``name`` may come from."""
+    if ("upstream", name) not in _DERIVED:
+        _DERIVED["upstream", name] = _upstream(name)
+    return _DERIVED["upstream", name]
+
+
+def _upstream(name: str) -> tuple[str, ...]:
     table = {c.name: c.depends_on for c in components()}
     found, todo = set(), list(table.get(name, ()))
     while todo:
@@ -234,6 +243,12 @@ def missing_pieces(component: Component, known_tracks: tuple[str, ...] = ()) -> 
     return problems
 
 
+def _forget() -> None:
+    """Forget what was computed from the components (one was registered or removed)."""
+    _ORDERED.clear()
+    _DERIVED.clear()
+
+
 @contextlib.contextmanager
 def registered(component: Component) -> Iterator[Component]:
     """Register ``component`` in memory for the duration of the ``with`` block (tests)."""
@@ -241,9 +256,9 @@ def registered(component: Component) -> Iterator[Component]:
     if component.name in _BUILT_IN or component.name in _EXTRA:
         raise ValueError(f"component {component.name!r} is already registered")
     _EXTRA[component.name] = component
-    _ORDERED.clear()
+    _forget()
     try:
         yield component
     finally:
         _EXTRA.pop(component.name, None)
-        _ORDERED.clear()
+        _forget()
