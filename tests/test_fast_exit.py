@@ -105,3 +105,22 @@ def test_the_exit_comes_after_every_unconfigure_hook(project):
     proc = run(project, "-q", "-p", "no:cacheprovider")
     assert proc.returncode == 0 and "LATE-UNCONFIGURE-RAN" in proc.stdout and MARK not in proc.stdout, \
         proc.stdout + proc.stderr
+
+
+FROZEN = textwrap.dedent("""
+    import gc
+
+
+    def test_frozen():
+        print("FROZEN", gc.get_freeze_count() > 0, flush=True)
+""")
+
+
+def test_what_lives_until_the_exit_is_frozen_only_when_the_run_is_the_program(project):
+    """gc.freeze once collected: in ``python -m pytest``, not with the option off, not in a program that
+    calls pytest (it goes on after the run, and its garbage must stay collectable)."""
+    (project / "test_it.py").write_text(FROZEN)
+    assert "FROZEN True" in run(project, "-q", "-s", "-p", "no:cacheprovider").stdout
+    assert "FROZEN False" in run(project, "-q", "-s", "-p", "no:cacheprovider", "--no-fast-exit").stdout
+    proc = run(project, code="import pytest; pytest.main(['-q', '-s', '-p', 'no:cacheprovider'])")
+    assert "FROZEN False" in proc.stdout, proc.stdout + proc.stderr
