@@ -122,7 +122,7 @@ def catalogue_features(components: Iterable[str], profile=None) -> dict[str, dic
 # ---- the table's file ----------------------------------------------------------------------------
 # Thousands of small tensors (6473 in the classic table) cost torch.load(weights_only=True) 1.5 s, one
 # at a time, and every sandboxed child that diagnoses reads the table; packed into one flat tensor per
-# dtype they cost 0.2 s. The file stays a weights-only torch file (no pickled code: a shared cache
+# dtype they cost 0.5 s. The file stays a weights-only torch file (no pickled code: a shared cache
 # folder is not trusted).
 _TENSOR = "\x00tensor"  # a tensor's place in the packed tree: (_TENSOR, dtype, index); no feature is such a triple
 
