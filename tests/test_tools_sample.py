@@ -45,7 +45,7 @@ def test_bad_options(checkpoint, capsys, argv, needle):
 
 def test_bad_checkpoints(tmp_path, capsys):
     (tmp_path / "junk.pt").write_bytes(b"this is not a checkpoint")
-    for path, needle in ((tmp_path / "missing.pt", "no such file"), (tmp_path / "junk.pt", "not a readable")):
+    for path, needle in ((tmp_path / "missing.pt", "no such file"), (tmp_path / "junk.pt", "not a checkpoint")):
         with pytest.raises(SystemExit):
             sample.main([str(path)])
         err = capsys.readouterr().err.strip()

@@ -226,7 +226,7 @@ def test_unwritable_out_dir_fails_before_training(tmp_path, capsys):
     blocker.write_text("not a folder")
     with pytest.raises(SystemExit) as excinfo:
         train.main([*TINY, "--steps", "2", "--out", str(blocker / "sub")])
-    _one_line_error(capsys, excinfo, "--out", "cannot write")
+    _one_line_error(capsys, excinfo, "--out", "is a file, not a folder")
 
 
 def test_a_trained_model_is_not_overwritten_without_force(tmp_path, capsys):
@@ -265,7 +265,7 @@ def test_corrupt_checkpoint_on_resume(tiny_run, tmp_path, capsys):
     broken.write_bytes(data[: len(data) // 2])
     with pytest.raises(SystemExit) as excinfo:
         train.main(["--resume", str(broken), "--steps", "8"])
-    _one_line_error(capsys, excinfo, "--resume", "not a readable checkpoint")
+    _one_line_error(capsys, excinfo, "--resume", "not a checkpoint")
 
 
 def test_mismatched_checkpoint(tiny_run, tmp_path):

@@ -67,7 +67,7 @@ from .benchmarks.workloads import (
     bench_train_llama,
     profile,
 )
-from .cli import ToolError, add_impl_argument, fail, load_impl
+from .cli import Parser, ToolError, add_impl_argument, fail, load_impl
 
 PROG = "python -m tools.bench"
 SECTIONS = ("suite", "single", "class", "attention", "train", "generate", "xdist")
@@ -125,7 +125,7 @@ def run(sections: Sequence[str], impl: Submission, repeats: int, quick: bool,
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog=PROG, description="Measure the graded run, attention, a training step and generation, "
                                "each against the best alternative, side by side in one run.",
         formatter_class=argparse.RawDescriptionHelpFormatter,

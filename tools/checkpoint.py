@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import os
+import zipfile
 from pathlib import Path
 
 import torch
@@ -63,12 +64,11 @@ def load_checkpoint(path: str | os.PathLike, argument: str = "CHECKPOINT") -> di
                  folder_fix="give the model.pt file inside it")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any failure to unpickle means the file is unusable
-        reason = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
-        raise ToolError(
-            f"{where}: not a readable checkpoint (corrupt, truncated or not a torch file: {reason}); "
-            f"retrain with python -m tools.train"
-        ) from None
+    except Exception:  # noqa: BLE001 - any failure to unpickle means the file is unusable
+        # torch's own message is pages long and about its own options: say what the file is instead
+        what = ("a torch file that cannot be read (truncated, or it holds more than tensors)" if zipfile.is_zipfile(path)
+                else "not a whole file written by torch.save")
+        raise ToolError(f"{where}: not a checkpoint ({what}); give a model.pt written by python -m tools.train") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise ToolError(f"{where}: not a checkpoint of python -m tools.train (no '{FORMAT}' header)")
     if ckpt.get("version") != VERSION:

@@ -15,7 +15,7 @@ import os
 import sys
 
 from .benchmarks.class_scale import curve, measure, table
-from .cli import ToolError, fail
+from .cli import Parser, ToolError, fail
 
 PROG = "python -m tools.class_scale"
 
@@ -31,7 +31,7 @@ def _numbers(text: str, option: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, allow_abbrev=False,
+    p = Parser(prog=PROG, allow_abbrev=False,
                                 description="Time a class graded at several sizes, or on one machine and through Slurm.")
     sub = p.add_subparsers(dest="what", required=True, metavar="curve|slurm")
     c = sub.add_parser("curve", allow_abbrev=False, help="one machine, classes of several sizes")

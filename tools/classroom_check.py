@@ -84,7 +84,7 @@ def load(path: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.classroom_check",
+    parser = argparse.ArgumentParser(prog="python -m tools.classroom_check", allow_abbrev=False,
                                      description="Exit 0 iff the component earned all its points in the "
                                                  "results.json of tools.grade single.")
     parser.add_argument("results_json", type=Path, help="the results.json tools.grade single wrote")

@@ -12,6 +12,7 @@ from transformer_spec import profiles
 from transformer_spec.contract import tracks
 from transformer_spec.grader import sandbox
 from transformer_spec.grader.settings import DEFAULT_TESTS, Limits, Settings, checked
+from .cli import Parser
 
 
 def profile_name(text: str) -> str:
@@ -76,7 +77,7 @@ def settings_arguments(args: argparse.Namespace, *, coverage: bool = False, rubr
     elsewhere: ``tools.grade single`` in a platform's bundle (``coverage=False``, ``rubric=False``: the
     bundle carries the rubric's file) or a Slurm task's ``tools.grade --shard`` (both kept; the rubric as an
     absolute path)."""
-    defaults = argparse.ArgumentParser()
+    defaults = Parser()
     add_settings_arguments(defaults, coverage=coverage)
     default = vars(defaults.parse_args([]))
     out: list[str] = []

@@ -64,6 +64,7 @@ from transformer_spec.grader.batch import grade_class
 from transformer_spec.grader.settings import DEFAULT_TESTS, Limits, Settings
 from transformer_spec.scoring import rubric
 from transformer_spec.pytest_plugin.hypothesis_profiles import GRADING_PROFILE, NO_SHRINK_PROFILE, PROFILES
+from .cli import Parser
 
 PROFILE = GRADING_PROFILE
 
@@ -219,7 +220,7 @@ def run_all(pitfalls: list[Pitfall | Variation], jobs: int = 2, progress=None, p
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.mutants", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m tools.mutants", description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", "-j", type=int, default=2, help="rows graded in parallel (default 2)")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these pitfalls or variations")
     parser.add_argument("--show-tests", action="store_true",

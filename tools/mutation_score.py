@@ -32,6 +32,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from .cli import Parser
 
 REPO = Path(__file__).resolve().parent.parent
 EQUIVALENTS = REPO / "docs" / "mutation" / "equivalent.txt"
@@ -203,7 +204,7 @@ def run_mutmut(folder: Path, jobs: int, log) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.mutation_score", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m tools.mutation_score", description=__doc__.split("\n\n")[0])
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--run", action="store_true", help="copy the committed tree to a scratch folder and run mutmut")
     where.add_argument("--dir", type=Path, help="score the mutmut run already done in this folder")

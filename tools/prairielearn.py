@@ -33,6 +33,7 @@ from transformer_spec.grader.settings import GradeError
 
 from . import gradescope_bundle
 from .grading_options import settings_arguments, settings_of
+from .cli import Parser
 
 COURSE_FOLDER = "transformer_spec"  # under serverFilesCourse/
 ENTRYPOINT = f"/grade/serverFilesCourse/{COURSE_FOLDER}/run.sh"
@@ -216,7 +217,7 @@ def build(out: Path, args: argparse.Namespace, image: str = DEFAULT_IMAGE, force
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.prairielearn",
+    parser = Parser(prog="python -m tools.prairielearn",
                                      description="Convert the single grader's Gradescope results.json into "
                                                  "PrairieLearn's results.json (what run.sh calls).")
     parser.add_argument("gradescope_json", type=Path, help="the results.json tools.grade single wrote")

@@ -36,6 +36,7 @@ from pathlib import Path
 from transformer_spec import profiles
 from transformer_spec.contract import names as contract
 from transformer_spec.contract import tracks
+from .cli import Parser, ToolError, check_target
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_DIR = REPO / "reference"
@@ -220,7 +221,7 @@ def release(out: Path, name: str = "my_transformer", force: bool = False, track:
 def main(argv: list[str] | None = None) -> int:
     from . import classroom, gradescope_bundle, prairielearn
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m tools.release",
         description="Write the student starter kit (--out DIR: reference/ with every solution region replaced by "
                     "raise NotImplementedError(...)), or a grading platform's files: the Gradescope autograder "
@@ -252,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     platform = ("--gradescope" if args.gradescope is not None else "--prairielearn" if args.prairielearn is not None
                 else "--github-classroom" if args.github_classroom is not None else None)
     try:
+        for flag, value, folder in (("--out", args.out, True), ("--gradescope", args.gradescope, False),
+                                    ("--prairielearn", args.prairielearn, True),
+                                    ("--github-classroom", args.github_classroom, True)):
+            if value is not None:
+                check_target(value, flag, folder)
         for flag, value, allowed, what in (
                 ("--name", args.name, ("--github-classroom", None), "the starter kit (--out DIR) and --github-classroom"),
                 ("--image", args.image, ("--prairielearn",), "--prairielearn"),
@@ -307,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
                                "grading platforms (--prairielearn, --github-classroom), not to --out")
         track = args.track or tracks.DEFAULT
         pkg = release(args.out, args.name or "my_transformer", args.force, track)
-    except (ReleaseError, gradescope_bundle.BundleError, classroom.ClassroomError) as exc:
+    except (ReleaseError, ToolError, gradescope_bundle.BundleError, classroom.ClassroomError) as exc:
         print(f"release: error: {exc}", file=sys.stderr)
         return 2
     flag = "" if track == tracks.DEFAULT else f" --track {track}"

@@ -19,14 +19,14 @@ import torch
 from transformer_spec.submission.loader import SubmissionError
 
 from .checkpoint import build_model, load_checkpoint, model_class
-from .cli import ToolError, add_impl_argument, fail, load_impl, set_threads
+from .cli import Parser, ToolError, add_impl_argument, fail, load_impl, set_threads
 from .tasks import ReverseTask, vocab_from_dict
 
 PROG = "python -m tools.sample"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Continue a prompt with a MiniGPT (or MiniLlama) saved by tools.train.")
+    p = Parser(prog=PROG, description="Continue a prompt with a MiniGPT (or MiniLlama) saved by tools.train.")
     p.add_argument("checkpoint", metavar="CHECKPOINT", help="a model.pt written by python -m tools.train")
     p.add_argument("--prompt", help="text to continue, in the model's characters (default: the task's "
                                     "example prompt, e.g. '31415926|' for the reversal task)")

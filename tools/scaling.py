@@ -23,14 +23,14 @@ import torch
 from transformer_spec.submission.loader import SubmissionError
 
 from . import figures
-from .cli import ToolError, add_impl_argument, fail, load_impl, prepare_out_dir, set_threads
+from .cli import Parser, ToolError, add_impl_argument, fail, load_impl, prepare_out_dir, set_threads
 
 PROG = "python -m tools.scaling"
 DEFAULT_D_K = (16, 32, 64, 128, 256, 512, 1024)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Softmax saturation with and without 1/sqrt(d_k) "
+    p = Parser(prog=PROG, description="Softmax saturation with and without 1/sqrt(d_k) "
                                                        "(seed 000 section 8), through the implementation's "
                                                        "scaled_dot_product_attention.")
     p.add_argument("--d-k", type=int, nargs="+", default=list(DEFAULT_D_K), metavar="D",

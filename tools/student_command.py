@@ -28,6 +28,7 @@ from transformer_spec.catalogue.variations import CATALOGUE as VARIATIONS
 from transformer_spec.contract import registry, tracks
 
 from . import mutants
+from .cli import Parser
 
 
 def _item(name: str, course: str):
@@ -62,7 +63,7 @@ def student_total(row: str, track: str, course: str, folder: Path) -> float | No
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.student_command", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m tools.student_command", description=__doc__.split("\n\n")[0])
     parser.add_argument("matrix", type=Path, help="a kill matrix's JSON (python -m tools.mutants --json FILE)")
     parser.add_argument("--every", type=int, default=1, metavar="N",
                         help="check every N-th row only, and the two correct implementations (default 1: every row)")

@@ -30,6 +30,7 @@ from transformer_spec.submission.loader import SubmissionError
 
 from .checkpoint import MODELS, build_model, load_checkpoint, model_class, save_checkpoint
 from .cli import (
+    Parser,
     ToolError,
     add_impl_argument,
     fail,
@@ -56,7 +57,7 @@ WARMUP = 50
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog=PROG,
         description="Train the MiniGPT (or, with --model minillama, the MiniLlama) of an implementation (--impl) "
                     "on a synthetic reversal task "

@@ -23,6 +23,7 @@ import pytest
 from transformer_spec import layout, profiles
 from transformer_spec.contract import registry, tracks
 from transformer_spec.scoring import rubric
+from .cli import Parser
 
 
 def collected(track: str, course: str) -> dict[str, str]:
@@ -64,7 +65,7 @@ def coverage(track: str, course: str = profiles.DEFAULT) -> dict[str, tuple[int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.twins", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m tools.twins", description=__doc__.split("\n\n")[0])
     parser.add_argument("--track", choices=tracks.names(), default=tracks.DEFAULT, help="the track (default classic)")
     parser.add_argument("--profile", choices=profiles.names(), default=profiles.DEFAULT,
                         help="a course profile (it implies its track and rubric)")

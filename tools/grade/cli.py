@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 import time
 from pathlib import Path
@@ -16,7 +17,11 @@ from transformer_spec.grader.single import grade_single
 from transformer_spec.grader.text import one_line
 from transformer_spec.results.results_file import format_points
 
+from ..cli import Parser, ToolError, check_target, prepare_out_dir
 from ..grading_options import add_settings_arguments, sandbox_line, settings_arguments, settings_of
+
+
+SUBCOMMANDS = ("single", "merge")  # the first word that is not a class folder
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -30,7 +35,7 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m tools.grade",
         description="Grade a folder of submissions (one per student), each in its own process; "
                     "`python -m tools.grade merge OUT_DIR... --out DIR` combines shards; "
@@ -66,7 +71,7 @@ def _positive(text: str) -> int:
 
 
 def build_single_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m tools.grade single",
         description="Grade one submission as the class grader grades a student (its own process, limits, "
                     "hidden re-checks) and write Gradescope's results.json.")
@@ -77,7 +82,7 @@ def build_single_parser() -> argparse.ArgumentParser:
 
 
 def build_merge_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m tools.grade merge",
+    p = Parser(prog="python -m tools.grade merge",
                                 description="Combine the outputs of several shards into one gradebook.")
     p.add_argument("outs", type=Path, nargs="+", help="output folders of `python -m tools.grade ... --shard K/N`")
     p.add_argument("--out", type=Path, required=True, help="the merged output folder (new or empty)")
@@ -89,11 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv[:1] == ["merge"]:
             args = build_merge_parser().parse_args(argv[1:])
+            prepare_out_dir(args.out)
             records = merge(args.outs, args.out)
             print(f"merged {len(records)} students into {one_line(str(args.out / 'gradebook.csv'))}")
             return 0
         if argv[:1] == ["single"]:
             args = build_single_parser().parse_args(argv[1:])
+            check_target(args.results_json, "--results-json", folder=False)
             settings = settings_of(args)
             record = grade_single(args.submission, args.results_json, settings, progress=not args.no_progress)
             print(f"{record.student}: {record.status}, {format_points(record.total)} / "
@@ -101,16 +108,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"results.json: {one_line(str(args.results_json))}")
             print(sandbox_line(settings))
             return 0
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        if argv and not argv[0].startswith("-") and not Path(argv[0]).exists():
+            close = difflib.get_close_matches(argv[0], SUBCOMMANDS, n=1, cutoff=0.6)
+            if close:  # a misspelt subcommand, not a class folder
+                parser.error(f"{argv[0]}: no such folder; did you mean the subcommand {close[0]!r}?")
+        args = parser.parse_args(argv)
         settings = settings_of(args)
+        prepare_out_dir(args.out)
         start = time.monotonic()
         if args.slurm:
             records = _on_slurm(args, settings)
         else:
             records = grade_class(args.submissions, args.out, settings, jobs=args.jobs, resume=args.resume,
                                   shard=args.shard, progress=not args.no_progress)
-    except GradeError as exc:
-        print(f"error: {one_line(str(exc))}", file=sys.stderr)
+    except (GradeError, ToolError) as exc:
+        print(f"python -m tools.grade: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # what was saved is kept (every file is written whole)
         if "--slurm" not in argv:  # the Slurm waiter said what keeps running

@@ -285,7 +285,7 @@ def _totals(rows, variant_rows, independent_rows, precision_rows, elsewhere, sta
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m transformer_spec.diagnosis.accuracy",
+    parser = argparse.ArgumentParser(prog="python -m transformer_spec.diagnosis.accuracy", allow_abbrev=False,
                                      description="Recall and precision of the named diagnoses.")
     parser.add_argument("--min-rate", type=float, default=0.9, help="exit 1 below this recall (default 0.9)")
     parser.add_argument("--profile", default=None, metavar="NAME",

@@ -168,7 +168,7 @@ def child_main(argv: list[str] | None = None) -> int:
     from transformer_spec.pytest_plugin import stubs
     from transformer_spec.submission import loader
 
-    parser = argparse.ArgumentParser(prog="python -m transformer_spec.grader.recheck")
+    parser = argparse.ArgumentParser(prog="python -m transformer_spec.grader.recheck", allow_abbrev=False)
     parser.add_argument("--impl", required=True)
     args = parser.parse_args(argv)
     channel = isolation.open_child_channel()  # before the submission is imported

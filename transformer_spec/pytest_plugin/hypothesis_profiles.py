@@ -42,6 +42,7 @@ import sys
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.errors import InvalidArgument
 
 DEFAULT_PROFILE = "dev"
 GRADING_PROFILE = "grading"
@@ -98,15 +99,31 @@ def chosen_profile(config: pytest.Config) -> str:
     return GRADING_PROFILE if deterministic(config) else DEFAULT_PROFILE
 
 
+def _registered(name: str) -> bool:
+    """Whether hypothesis knows the profile ``name`` (ours, its own ``default`` and ``ci``, or one a
+    conftest registered)."""
+    try:
+        settings.get_profile(name)
+    except InvalidArgument:
+        return False
+    return True
+
+
 #: profiles whose failures nobody edits into the test files (see :func:`pytest_configure`)
 NO_PATCH_FILES = (GRADING_PROFILE, "mutation", NO_SHRINK_PROFILE)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    """Load the run's profile (before hypothesis's own plugin, which would stop an unknown one with an
+    INTERNALERROR of 24 lines: here it is a usage error naming the profiles that exist)."""
+    profile = chosen_profile(config)
+    if not _registered(profile):
+        raise pytest.UsageError(f"--hypothesis-profile {profile}: no such profile; choose one of "
+                                f"{', '.join(PROFILES)} (see transformer_spec/pytest_plugin/hypothesis_profiles.py)")
     # hypothesis's own plugin loads the profile named by --hypothesis-profile; loading the same
     # one here again is harmless, whichever of the two hooks runs first. Without the option,
     # this replaces the built-in "default" (or "ci" when $CI is set) by "grading" or "dev".
-    profile = chosen_profile(config)
     settings.load_profile(profile)
     if profile in NO_PATCH_FILES:
         # For each failing property hypothesis writes a patch adding @example(...) lines to the
