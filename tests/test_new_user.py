@@ -4,6 +4,7 @@ it, is answered in one or two lines that name the problem and the fix, never a t
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -111,3 +112,100 @@ def test_every_command_line_refuses_abbreviations():
                     and not any(k.arg == "allow_abbrev" for k in node.keywords)):
                 bare.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not bare, f"argparse.ArgumentParser without allow_abbrev=False (use tools.cli.Parser): {bare}"
+
+
+# ------------------------------------------------------------------ outputs that say what they are
+def run_suite(*args: str) -> tuple[int, list[str]]:
+    proc = subprocess.run([sys.executable, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    # stdout only: under xdist, pytest-benchmark warns on stderr in the child (it inherits the worker's variables)
+    return proc.returncode, [line for line in proc.stdout.splitlines() if line.strip()]
+
+
+def test_other_tracks_tests_are_counted_with_the_option_that_runs_them():
+    code, lines = run_suite("spec_tests/test_seed001_worked_example.py", "spec_tests/modern/test_golden.py",
+                            "--impl", "reference")
+    assert code == 0
+    assert ("10 collected test(s) belong to the modern track, not the classic track graded here: run them with "
+            "--track modern") in lines
+    assert lines[-1].startswith("18 passed, 10 deselected")
+
+
+def test_collect_only_prints_no_score():
+    code, lines = run_suite("spec_tests/test_seed001_worked_example.py", "--impl", "reference", "--co")
+    assert code == 0 and not any("score of" in line for line in lines), lines
+
+
+def test_a_failing_test_the_rubric_does_not_grade_is_short_and_says_so(tmp_path):
+    bug = tmp_path / "bug"
+    shutil.copytree(ROOT / "reference", bug)
+    seq2seq = bug / "seq2seq.py"
+    seq2seq.write_text(seq2seq.read_text().replace("return self.out(self.decoder_norm(x))",
+                                                   "return self.out(self.decoder_norm(x)) * 1.5"))
+    code, lines = run_suite("spec_tests/test_snapshots.py", "--impl", str(bug))
+    assert code == 1
+    assert "Traceback" not in "\n".join(lines) and len(lines) < 40, lines
+    assert lines.count("(not graded: the rubric gives this test no points)") == 2
+    assert ("2 failed test(s) are not graded (no component, or dropped by the rubric): pytest counts them, the "
+            "score does not.") in lines
+
+
+def test_the_starter_kit_run_is_one_line_per_unimplemented_name(tmp_path):
+    kit = release.release(tmp_path, "kit", False, "classic")
+    code, lines = run_suite("spec_tests", "--impl", str(kit))
+    assert code == 1  # still a failing run
+    assert len(lines) < 50, "\n".join(lines)
+    assert not any(line.startswith("____") for line in lines), "no failure sections for names not implemented yet"
+    header = next(i for i, line in enumerate(lines) if "failed on a name that is not implemented yet" in line)
+    needs = [line.split()[2] for line in lines[header + 1:] if line.startswith("  ") and " need " in line]
+    assert len(needs) == len(set(needs)) >= 5 and "scaled_dot_product_attention" in needs, lines
+    assert lines[-1].split(" in ")[0].endswith("not implemented"), lines[-1]
+
+
+def test_resume_counts_what_it_graded_now_and_what_it_kept(capsys, tmp_path):
+    cls, out = tmp_path / "class", tmp_path / "out"
+    cls.mkdir()
+    for student in ("alice", "bob"):
+        shutil.copytree(ROOT / "reference", cls / student)
+    fast = ["--tests", "spec_tests/test_seed001_worked_example.py", "--no-progress", "--no-rechecks"]
+    code, lines = answer(capsys, grade_cli.main, [str(cls), "--out", str(out), *fast])
+    assert code == 0 and lines[0].startswith("graded 2 submission(s) in ") and lines[0].endswith(" min: 2 ok"), lines
+    shutil.copytree(ROOT / "reference", cls / "carol")
+    code, lines = answer(capsys, grade_cli.main, [str(cls), "--out", str(out), "--resume", *fast])
+    assert code == 0 and lines[0].startswith("graded 1 submission(s) in "), lines
+    assert lines[0].endswith(" min, kept 2 graded before (--resume): 3 ok"), lines
+
+
+def test_single_prints_the_component_table(capsys, tmp_path):
+    code, lines = answer(capsys, grade_cli.main, ["single", str(ROOT / "reference"), "--results-json",
+                                                  str(tmp_path / "results.json"), "--no-progress", "--no-rechecks",
+                                                  "--tests", "spec_tests/test_seed001_worked_example.py"])
+    assert code == 0
+    assert lines[0].split() == ["component", "points", "tests", "passed"], lines
+    assert lines[1].split()[0] == "attention" and lines[3].split()[0] == "total", lines
+    assert lines[4] == "reference: ok, 28 / 28", lines
+
+
+# ------------------------------------------------------------------ plots
+def test_a_short_run_has_plain_loss_ticks_and_a_long_one_a_log_axis():
+    from tools import figures
+
+    short = {"train": [(s, 2.4 - 0.01 * s) for s in range(1, 11)], "val": [(10, 2.35)]}
+    long = {"train": [(s, 2.4 / s) for s in range(1, 101)], "val": [(100, 0.03)]}
+    for history, scale in ((short, "linear"), (long, "log")):
+        fig = figures.loss_figure(history, "MiniGPT loss")
+        assert fig.axes[0].get_yscale() == scale and fig.axes[0].get_title() == "MiniGPT loss"
+        figures.plt.close(fig)
+
+
+def test_every_figure_of_a_training_run_names_the_model(monkeypatch, tmp_path):
+    from tools import figures
+
+    titles = []
+    monkeypatch.setattr(figures, "_save", lambda fig, path: (titles.append(fig.get_suptitle() or fig.axes[0].get_title()),
+                                                             figures.plt.close(fig)))
+    code = train.main(["--steps", "2", "--d-model", "16", "--num-heads", "2", "--num-layers", "1", "--d-ff", "32",
+                       "--model", "minillama", "--out", str(tmp_path / "run")])
+    assert code == 0 and len(titles) == 3, titles
+    assert all(t.startswith("MiniLlama") for t in titles), titles
+    assert "--impl reference, 2 steps" in titles[0], titles

@@ -46,11 +46,12 @@ def test_main_prints_table_and_writes_png(tmp_path, capsys):
     assert_png(tmp_path / "scaling.png", (1000, 420))
 
 
-def test_the_default_output_names_its_full_path(tmp_path, capsys, monkeypatch):
+def test_the_default_output_is_under_runs_and_names_its_full_path(tmp_path, capsys, monkeypatch):
+    """Under runs/, which git ignores: run from a clone, nothing shows in `git status` (issue 48)."""
     monkeypatch.chdir(tmp_path)
     assert scaling.main(["--d-k", "16", "--samples", "2"]) == 0
-    assert f"wrote {tmp_path.resolve() / 'scaling.png'}" in capsys.readouterr().out
-    assert (tmp_path / "scaling.png").is_file()
+    assert f"wrote {tmp_path.resolve() / 'runs' / 'scaling' / 'scaling.png'}" in capsys.readouterr().out
+    assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()] == ["runs/scaling/scaling.png"]
 
 
 def test_errors_are_one_line(tmp_path, capsys):

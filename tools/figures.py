@@ -45,6 +45,11 @@ def _save(fig, path) -> None:
 
 def plot_loss(history: dict, path, title: str = "") -> None:
     """Training loss per step (raw and smoothed) and validation loss at each evaluation."""
+    _save(loss_figure(history, title), path)
+
+
+def loss_figure(history: dict, title: str = ""):
+    """The figure :func:`plot_loss` saves."""
     fig = _figure(LOSS_SIZE)
     ax = fig.add_subplot(1, 1, 1)
     train = history.get("train", [])
@@ -61,12 +66,14 @@ def plot_loss(history: dict, path, title: str = "") -> None:
         ax.plot([r[0] for r in val], [r[1] for r in val], "o-", color="tab:orange", ms=3, label="validation")
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy loss (nats)")
-    ax.set_yscale("log")
+    values = [v for _, v in train] + [r[1] for r in val]
+    if values and min(values) > 0 and max(values) / min(values) >= 10:  # a short run stays within a decade:
+        ax.set_yscale("log")  # there a log axis labels one tick, as 2.32x10^0; plain numbers read better
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="upper right")
     ax.set_title(title or "loss")
     fig.tight_layout()
-    _save(fig, path)
+    return fig
 
 
 #: pixels at the right of a heatmap figure for the shared colorbar and its label
@@ -108,22 +115,25 @@ def heatmap_figure(maps, tokens: list[str], titles: list[str], suptitle: str):
     return fig
 
 
-def _heatmaps(maps, tokens: list[str], titles: list[str], suptitle: str, path) -> None:
-    _save(heatmap_figure(maps, tokens, titles, suptitle), path)
-
-
-def plot_attention_layers(attn_maps, tokens: list[str], path) -> None:
-    """Each layer's attention averaged over its heads (``attn_maps``: list of ``(H, L, L)``)."""
+def plot_attention_layers(attn_maps, tokens: list[str], path, model: str = "") -> None:
+    """Each layer's attention averaged over its heads (``attn_maps``: list of ``(H, L, L)``) of ``model``
+    (its name, first in the title)."""
     maps = [m.float().mean(0).cpu().numpy() for m in attn_maps]
     titles = [f"layer {i + 1} (mean of {attn_maps[i].shape[0]} heads)" for i in range(len(maps))]
-    _heatmaps(maps, tokens, titles, "attention per layer, averaged over heads (row: query, column: key)", path)
+    _save(heatmap_figure(maps, tokens, titles,
+                         _named(model, "attention per layer, averaged over heads (row: query, column: key)")), path)
 
 
-def plot_attention_heads(layer_map, tokens: list[str], path, layer: int) -> None:
-    """Every head of one layer (``layer_map``: ``(H, L, L)``)."""
+def plot_attention_heads(layer_map, tokens: list[str], path, layer: int, model: str = "") -> None:
+    """Every head of one layer (``layer_map``: ``(H, L, L)``) of ``model``."""
     maps = [m.float().cpu().numpy() for m in layer_map]
     titles = [f"layer {layer}, head {h + 1}" for h in range(len(maps))]
-    _heatmaps(maps, tokens, titles, f"attention of every head in layer {layer} (last layer)", path)
+    _save(heatmap_figure(maps, tokens, titles, _named(model, f"attention of every head in layer {layer} (last layer)")),
+          path)
+
+
+def _named(model: str, title: str) -> str:
+    return f"{model}: {title}" if model else title
 
 
 def plot_scaling(rows: list[dict], path, seq_len: int) -> None:

@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seq-len", type=int, default=32, help="keys per query (default 32)")
     p.add_argument("--samples", type=int, default=64, help="independent (q, k) draws per d_k (default 64)")
     p.add_argument("--seed", type=int, default=0, help="seed of q and k (default 0)")
-    p.add_argument("--out", default=".", metavar="DIR", help="folder for scaling.png (default: current folder)")
+    p.add_argument("--out", default="runs/scaling", metavar="DIR",
+                   help="folder for scaling.png (default: runs/scaling, which git ignores)")
     add_impl_argument(p)
     return p
 
@@ -110,7 +111,7 @@ def main(argv=None) -> int:
         print(finding(rows))
         path = Path(out) / "scaling.png"
         figures.plot_scaling(rows, path, args.seq_len)
-        print(f"wrote {path.resolve()}")  # the full path: by default it lands in the current folder
+        print(f"wrote {path.resolve()}")  # the full path: the default folder is relative to the current one
     except (ToolError, SubmissionError) as exc:
         fail(parser, exc)
     return 0

@@ -320,7 +320,7 @@ def run(args: argparse.Namespace) -> dict:
         checkpoint(total)
         model.cpu()
         figure_paths = write_figures(model, task, history, out, opts["seed"],
-                                     title=f"{task.describe()} -- {impl.target}")
+                                     title=f"{cls} loss: {task.describe()}\n--impl {impl.target}, {total} steps")
         write_samples(model, task, out / "samples.txt", opts["seed"], metrics)
         train_seconds = time.perf_counter() - started
         summary.update(metrics, seconds=round(train_seconds, 1), out=str(out),

@@ -75,7 +75,8 @@ def write_samples(model, task, path, seed: int, metrics: dict) -> str:
 def write_figures(model, task, history: dict, out: Path, seed: int, title: str) -> list[Path]:
     tokens, maps = attention_of(model, task, seed)
     paths = [out / "loss.png", out / "attention_layers.png", out / "attention_heads.png"]
+    name = type(model).__name__  # MiniGPT or MiniLlama: the figures of the two look alike otherwise
     figures.plot_loss(history, paths[0], title=title)
-    figures.plot_attention_layers(maps, tokens, paths[1])
-    figures.plot_attention_heads(maps[-1], tokens, paths[2], layer=len(maps))
+    figures.plot_attention_layers(maps, tokens, paths[1], model=name)
+    figures.plot_attention_heads(maps[-1], tokens, paths[2], layer=len(maps), model=name)
     return paths

@@ -15,7 +15,7 @@ from transformer_spec.grader.batch import grade_class, merge
 from transformer_spec.grader.settings import GradeError
 from transformer_spec.grader.single import grade_single
 from transformer_spec.grader.text import one_line
-from transformer_spec.results.results_file import format_points
+from transformer_spec.results.results_file import component_rows, format_points, table_lines
 
 from ..cli import Parser, ToolError, check_target, prepare_out_dir
 from ..grading_options import add_settings_arguments, sandbox_line, settings_arguments, settings_of
@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             check_target(args.results_json, "--results-json", folder=False)
             settings = settings_of(args)
             record = grade_single(args.submission, args.results_json, settings, progress=not args.no_progress)
+            for line in table_lines(component_rows(record.tests)) if record.tests else ():
+                print(line)
             print(f"{record.student}: {record.status}, {format_points(record.total)} / "
                   f"{format_points(record.possible)}" + (f" ({one_line(record.detail)})" if record.detail else ""))
             print(f"results.json: {one_line(str(args.results_json))}")
@@ -133,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in records.values():
         counts[r.status] = counts.get(r.status, 0) + 1
     minutes = (time.monotonic() - start) / 60
-    print(f"graded {len(records)} submissions in {minutes:.1f} min: "
+    kept = getattr(records, "kept", 0)  # --resume on one machine: the students graded before, not again
+    print(f"graded {len(records) - kept} submission(s) in {minutes:.1f} min"
+          + (f", kept {kept} graded before (--resume)" if kept else "") + ": "
           + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     print(f"gradebook: {one_line(str(args.out / 'gradebook.csv'))}")
     print(sandbox_line(settings) if not args.slurm else "\n".join(slurm.tiers(args.out / slurm.SLURM_DIR)))

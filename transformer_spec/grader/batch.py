@@ -139,11 +139,20 @@ def grade_class(submissions: Path, out: Path, settings: Settings, *, jobs: int |
         if changed:
             print(f"warning: the class folder {file_name(str(submissions))} changed while it was graded: "
                   + ", ".join(sorted({file_name(str(p)) for p, _ in changed})[:10]), file=sys.stderr)
-        return output.records
+        return Gradebook(output.records, kept=len(entries) - len(todo))
     finally:
         setup.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(tmp_root, ignore_errors=True)
         (state / f"tmp-root-{os.getpid()}.txt").unlink(missing_ok=True)
+
+
+class Gradebook(dict):
+    """The records of a class grading (student -> :class:`Record`), and how many of them ``--resume`` kept
+    from the earlier run (their submission unchanged) instead of grading them again."""
+
+    def __init__(self, records: dict[str, Record], kept: int = 0) -> None:
+        super().__init__(records)
+        self.kept = kept
 
 
 def nothing_to_grade(submissions: Path) -> GradeError:

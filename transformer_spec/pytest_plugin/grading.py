@@ -270,15 +270,34 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         exc = failures.leaf_exception(call.excinfo.value)
         if isinstance(exc, NotImplementedError) and failures.submission_frame(exc, paths) is not None:
             report.longrepr = failures.describe_not_implemented(exc, paths)
-    if result is None:
+            if report.failed:
+                tb = failures.submission_frame(exc, paths)
+                code = tb.tb_frame.f_code
+                name = failures.contract_name_of(getattr(code, "co_qualname", code.co_name)) or code.co_name
+                run.stub_where.setdefault(name, failures.where(tb))
+                _count_as_not_implemented(item, run, name)
+    if result is None:  # a test the rubric gives no points: counted, and a failure in the short form
         if report.passed and call.when == "call":
             run.ungraded_passed += 1
+        elif report.failed and item.nodeid not in run.ungraded_failed:
+            run.ungraded_failed.add(item.nodeid)
+            if not failures.developer_view(item.config) and item.get_closest_marker("component") is not None:
+                # a test of the suite the rubric leaves out; the project's own tests keep pytest's traceback
+                failure = failures.describe(item, call, report, paths, uses[0].message if uses else None,
+                                            failures.timed_out(item, call, run.timeouts), run.examples, set(),
+                                            course_calls.since(run.call_mark))
+                report.longrepr = f"(not graded: the rubric gives this test no points)\n{failure.text}"
+        if call.when == "teardown":
+            run.examples.clear()
         return
     result.duration += report.duration
     if report.failed and isinstance(exc, ImportError) and result.ran != "failed":  # outcomes.common_import_failure
         run.import_failures[item.nodeid] = (loader.describe_import_failure(target.target, exc),
                                             loader.how_to_fix(target.target, exc))
     if report.failed:
+        stubbed = sorted(set(result.uses) & run.stubs)
+        if stubbed:  # it scores 0 whatever else is wrong: counted with the stub, its message kept in results.json
+            _count_as_not_implemented(item, run, stubbed[0])
         if result.ran != "failed":
             failure = failures.describe(item, call, report, paths, uses[0].message if uses else None,
                                         failures.timed_out(item, call, run.timeouts), run.examples, result.uses,
@@ -300,6 +319,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         run.current = None
         run.examples.clear()
         _publish(item.config, run, final=False, write=time.monotonic() - run.last_write > 5.0)
+
+
+def _count_as_not_implemented(item: pytest.Item, run: GradingRun, name: str) -> None:
+    if not failures.developer_view(item.config):
+        run.not_implemented.setdefault(item.nodeid, name)
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
+    """A test that failed because the submission says a name is not implemented yet is counted apart
+    (``N``, "not implemented") and left out of the failures' sections, which would repeat the same
+    line for every test that needs the name: the summary names each unimplemented name once
+    (:func:`pytest_terminal_summary`). It still fails (the exit status and the grade are the same)."""
+    run = grading_run(config)
+    if run is not None and report.failed and report.nodeid in run.not_implemented:
+        return NOT_IMPLEMENTED, "N", "NOT IMPLEMENTED"
+    return None
+
+
+NOT_IMPLEMENTED = "not implemented"
 
 
 # --------------------------------------------------------------------------------------------
@@ -339,12 +377,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
     run = grading_run(config)
-    if run is None or not run.results:
+    if run is None or not run.results or config.option.collectonly:  # --co: nothing ran, so no score
         return
     run.settle(config)
     title, lines = run_report.score_lines(config, run)
     tr = terminalreporter
     tr.write_sep("=", title)
+    for line in run_report.not_implemented(run):
+        tr.write_line(line)
     for line in lines + run_report.notes(config, run, terminal=True):
         tr.write_line(line)
     if run.grade_json is not None:

@@ -190,6 +190,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     a modern test (and the other way round)."""
     chosen = track(config)
     keep = [i for i in items if tracks.keeps(chosen, _component(i), _narrowed(i))]
+    if len(keep) != len(items):  # pytest's own lines count them ("183 deselected"); the summary says why
+        others = [i for i in items if i not in set(keep)]
+        config.hook.pytest_deselected(items=others)
+        config.stash[_OTHER_TRACKS] = len(others)
     left_out: dict[str, int] = {}
     for item in keep:
         profiles.check_capabilities(_needs(item), item.nodeid)
@@ -209,6 +213,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _NOT_APPLICABLE = pytest.StashKey[tuple[int, dict[str, int]]]()
+_OTHER_TRACKS = pytest.StashKey[int]()
+
+
+def other_tracks(config: pytest.Config) -> str | None:
+    """One line: how many collected tests belong to the other tracks, and the option that runs them."""
+    count = config.stash.get(_OTHER_TRACKS, 0)
+    if not count or track(config) == tracks.ALL:
+        return None
+    others = [t for t in tracks.names() if t != track(config)]
+    return (f"{count} collected test(s) belong to the {' and '.join(others)} track, not the {track(config)} track "
+            f"graded here: run them with " + " or ".join(f"--track {t}" for t in others))
 
 
 def not_applicable(config: pytest.Config) -> str | None:
@@ -222,9 +237,9 @@ def not_applicable(config: pytest.Config) -> str | None:
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
-    line = not_applicable(config)
-    if line:
-        terminalreporter.write_line(line)
+    for line in (other_tracks(config), not_applicable(config)):
+        if line:
+            terminalreporter.write_line(line)
 
 
 def _needs(item: pytest.Item) -> tuple[str, ...]:

@@ -43,6 +43,10 @@ class GradingRun:
     examples: failures.Examples = field(default_factory=failures.Examples)  # the running property's failing calls
     timeouts: dict[str, tuple[float, float]] = field(default_factory=dict)  # node id -> (limit, timer start)
     ungraded_passed: int = 0  # tests without points (no component, or dropped) that passed
+    ungraded_failed: set[str] = field(default_factory=set)  # node ids of tests without points that failed
+    #: node id -> the name not implemented yet it failed on (the terminal's short form), and where each raised
+    not_implemented: dict[str, str] = field(default_factory=dict)
+    stub_where: dict[str, str] = field(default_factory=dict)
     call_mark: int = 0  # where the running test's calls into a course's API begin (profiles.calls)
     left_out: dict[str, int] = field(default_factory=dict)  # optional component -> its tests the rubric left out
     #: node id -> (why, fix) of a graded test failed on an ImportError (outcomes.common_import_failure)

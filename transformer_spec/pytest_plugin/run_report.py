@@ -93,6 +93,21 @@ def stub_names(config: pytest.Config, run: GradingRun) -> list[str]:
     return sorted({f for s in run.stubs for f in functions.get(names[s].component if s in names else "", (s,))})
 
 
+def not_implemented(run: GradingRun) -> list[str]:
+    """One line per name the submission does not implement yet, with the tests that need it (they are
+    counted as "not implemented" in pytest's last line, not printed one by one)."""
+    if not run.not_implemented:
+        return []
+    counts: dict[str, int] = {}
+    for stub in run.not_implemented.values():
+        counts[stub] = counts.get(stub, 0) + 1
+    where = run.stub_where
+    return ([f"{len(run.not_implemented)} test(s) failed on a name that is not implemented yet (pytest counts them as "
+             "'not implemented'):"]
+            + [f"  {n:4d} need {stub}" + (f" (raises at {where[stub]})" if stub in where else "")
+               for stub, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))])
+
+
 def _passes_without_points(run: GradingRun) -> list[str]:
     """Why pytest's "N passed" can sit under a low score: passes that earn nothing."""
     zero = [r for r in run.results.values() if r.ran == "passed" and r.kind != Kind.PASSED]
@@ -105,6 +120,9 @@ def _passes_without_points(run: GradingRun) -> list[str]:
         lines.append(f"{len(zero)} test(s) passed but score 0: {'; '.join(parts)} (each test's message says which).")
     if run.ungraded_passed:
         lines.append(f"{run.ungraded_passed} passed test(s) are not graded (no component, or dropped by the rubric).")
+    if run.ungraded_failed:
+        lines.append(f"{len(run.ungraded_failed)} failed test(s) are not graded (no component, or dropped by the "
+                     "rubric): pytest counts them, the score does not.")
     return lines
 
 

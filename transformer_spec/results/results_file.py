@@ -50,9 +50,11 @@ class Row:
 
 
 def component_rows(entries: list[dict]) -> list[Row]:
-    """Points and passes per component, in report order."""
+    """Points and passes per component, in report order (then any component the registry in use does not
+    know, as the entries give them)."""
     rows = []
-    for comp in registry.names():
+    known = registry.names()
+    for comp in [*known, *dict.fromkeys(t["tags"][0] for t in entries if t["tags"][0] not in known)]:
         ts = [t for t in entries if t["tags"][0] == comp]
         if ts:
             rows.append(Row(comp, sum(t["score"] for t in ts), sum(t["max_score"] for t in ts),
