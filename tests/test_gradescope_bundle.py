@@ -304,3 +304,32 @@ def test_force_replaces_an_existing_bundle(tmp_path):
     assert release.main(["--gradescope", str(out), "--force"]) == 0
     with zipfile.ZipFile(out) as zf:
         assert "run_autograder" in zf.namelist()
+
+
+def docs_recipe() -> str:
+    """The bash block of docs/grading.md that tries the zip locally, as written there."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "grading.md").read_text()
+    start = text.index("Try the zip before uploading it")
+    block = text[text.index("```bash\n", start) + len("```bash\n"):]
+    return block[:block.index("```")]
+
+
+@pytest.mark.timeout(1200)  # setup.sh installs torch and the project: ~2 min here, more on a loaded machine
+def test_the_docs_local_try_recipe_runs_as_written(tmp_path):
+    """Issue 48: a new user followed the recipe from a virtual environment and it failed. Its four lines,
+    run as they are written from a folder holding autograder.zip and path/to/my_transformer: the zip's
+    setup.sh builds its own environment, and run_autograder grades the reference with full marks."""
+    recipe = docs_recipe()
+    assert recipe.startswith("R=/var/tmp/ag ") and "setup.sh" in recipe, recipe
+    assert release.main(["--gradescope", str(tmp_path / "autograder.zip"), *SETTINGS]) == 0
+    shutil.copytree(REFERENCE_DIR, tmp_path / "path" / "to" / "my_transformer")
+    env = dict(os.environ, TORCH_INDEX_URL="")  # pip's own index holds the CPU build on CI's machine
+    try:
+        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", recipe], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=1200)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        results = json.loads(Path("/var/tmp/ag/results/results.json").read_text())
+    finally:
+        shutil.rmtree("/var/tmp/ag", ignore_errors=True)
+    possible = sum(t["max_score"] for t in results["tests"])
+    assert results["tests"] and results["score"] == pytest.approx(possible), results.get("output")

@@ -111,10 +111,13 @@ VENV="${{TRANSFORMER_SPEC_VENV:-{VENV}}}"
 # takes torch from pip's default index alone (where that index has a CPU wheel).
 TORCH_INDEX_URL="${{TORCH_INDEX_URL-{TORCH_CPU_INDEX}}}"
 
-export DEBIAN_FRONTEND=noninteractive
-apt-get update
 # bubblewrap: the single grader's sandbox (bwrap); python3-venv and pip for the environment below.
-apt-get install -y --no-install-recommends bubblewrap python3 python3-venv python3-pip
+# TRANSFORMER_SPEC_APT=0 skips apt-get (trying the bundle on a machine that has them: docs/grading.md).
+if [ "${{TRANSFORMER_SPEC_APT:-1}}" != 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y --no-install-recommends bubblewrap python3 python3-venv python3-pip
+fi
 command -v bwrap
 
 PY="${{SETUP_PYTHON:-python3}}"
