@@ -209,3 +209,21 @@ def test_every_figure_of_a_training_run_names_the_model(monkeypatch, tmp_path):
     assert code == 0 and len(titles) == 3, titles
     assert all(t.startswith("MiniLlama") for t in titles), titles
     assert "--impl reference, 2 steps" in titles[0], titles
+
+
+def test_output_piped_into_head_ends_quietly():
+    """``python -m tools.mutants --list | head`` printed a BrokenPipeError's traceback (issue 48)."""
+    proc = subprocess.run(f"{sys.executable} -m tools.mutants --list | head -n 1", shell=True, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.stdout.startswith("pitfall") and proc.stdout.count("\n") == 1
+    assert proc.stderr == "", proc.stderr
+
+
+def test_every_tool_ends_through_run_main():
+    """The next tool gets the same treatment: ``python -m tools.X`` ends through ``tools.cli.run_main``
+    (classroom_check runs as a plain script, without tools.cli, and prints a few lines)."""
+    for path in sorted(ROOT.glob("tools/**/*.py")):
+        text = path.read_text()
+        if 'if __name__ == "__main__":' in text and path.name != "classroom_check.py":
+            assert 'if __name__ == "__main__":\n    run_main(main)' in text, path
+    assert (ROOT / "tools/grade/__main__.py").read_text().rstrip().endswith("run_main(main)")

@@ -67,7 +67,7 @@ from .benchmarks.workloads import (
     bench_train_llama,
     profile,
 )
-from .cli import Parser, ToolError, add_impl_argument, fail, load_impl
+from .cli import Parser, ToolError, add_impl_argument, fail, load_impl, run_main
 
 PROG = "python -m tools.bench"
 SECTIONS = ("suite", "single", "class", "attention", "train", "generate", "xdist")
@@ -205,4 +205,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

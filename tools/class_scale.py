@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from .benchmarks.class_scale import curve, measure, table
-from .cli import Parser, ToolError, fail
+from .cli import Parser, ToolError, fail, run_main
 
 PROG = "python -m tools.class_scale"
 
@@ -57,4 +56,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

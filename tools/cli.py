@@ -186,3 +186,15 @@ def fail(parser: argparse.ArgumentParser, exc: BaseException) -> None:
     """Report a :class:`ToolError` or submission error as one line and exit with status 2."""
     parser.exit(2, f"{parser.prog}: error: {exc}\n")
 
+
+def run_main(main) -> None:
+    """``python -m tools.X``'s entry point: ``sys.exit(main())``, except that output piped into a command
+    that stops reading early (``python -m tools.mutants --list | head``) ends quietly, as Unix tools
+    do, not with a BrokenPipeError's traceback (the Python documentation's recipe for SIGPIPE)."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's own flush must not fail again
+        code = 1
+    sys.exit(code)

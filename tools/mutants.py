@@ -39,7 +39,6 @@ No early stop: every run goes to the end, so the matrix shows every component th
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
@@ -64,7 +63,7 @@ from transformer_spec.grader.batch import grade_class
 from transformer_spec.grader.settings import DEFAULT_TESTS, Limits, Settings
 from transformer_spec.scoring import rubric
 from transformer_spec.pytest_plugin.hypothesis_profiles import GRADING_PROFILE, NO_SHRINK_PROFILE, PROFILES
-from .cli import Parser
+from .cli import Parser, run_main
 
 PROFILE = GRADING_PROFILE
 
@@ -351,4 +350,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -22,7 +22,6 @@ torch thread per forked mutant (``OMP_NUM_THREADS=1``, set here).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -32,7 +31,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from .cli import Parser
+from .cli import Parser, run_main
 
 REPO = Path(__file__).resolve().parent.parent
 EQUIVALENTS = REPO / "docs" / "mutation" / "equivalent.txt"
@@ -259,4 +258,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

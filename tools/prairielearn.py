@@ -33,7 +33,7 @@ from transformer_spec.grader.settings import GradeError
 
 from . import gradescope_bundle
 from .grading_options import settings_arguments, settings_of
-from .cli import Parser
+from .cli import Parser, run_main
 
 COURSE_FOLDER = "transformer_spec"  # under serverFilesCourse/
 ENTRYPOINT = f"/grade/serverFilesCourse/{COURSE_FOLDER}/run.sh"
@@ -235,4 +235,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

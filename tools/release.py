@@ -26,7 +26,6 @@ import, and no solution line may remain.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import shutil
 import subprocess
@@ -36,7 +35,7 @@ from pathlib import Path
 from transformer_spec import profiles
 from transformer_spec.contract import names as contract
 from transformer_spec.contract import tracks
-from .cli import Parser, ToolError, check_target
+from .cli import Parser, ToolError, check_target, run_main
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_DIR = REPO / "reference"
@@ -323,4 +322,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

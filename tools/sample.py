@@ -12,14 +12,13 @@ continues the prompt with its ``generate``.
 from __future__ import annotations
 
 import argparse
-import sys
 
 import torch
 
 from transformer_spec.submission.loader import SubmissionError
 
 from .checkpoint import build_model, load_checkpoint, model_class
-from .cli import Parser, ToolError, add_impl_argument, fail, load_impl, set_threads
+from .cli import Parser, ToolError, add_impl_argument, fail, load_impl, set_threads, run_main
 from .tasks import ReverseTask, vocab_from_dict
 
 PROG = "python -m tools.sample"
@@ -87,4 +86,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 
 import torch
@@ -23,7 +22,7 @@ import torch
 from transformer_spec.submission.loader import SubmissionError
 
 from . import figures
-from .cli import Parser, ToolError, add_impl_argument, fail, load_impl, prepare_out_dir, set_threads
+from .cli import Parser, ToolError, add_impl_argument, fail, load_impl, prepare_out_dir, set_threads, run_main
 
 PROG = "python -m tools.scaling"
 DEFAULT_D_K = (16, 32, 64, 128, 256, 512, 1024)
@@ -118,4 +117,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -14,7 +14,6 @@ the row's ``class_total`` (to the gradebook's two decimals). Exit status 1 when 
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from transformer_spec.catalogue.variations import CATALOGUE as VARIATIONS
 from transformer_spec.contract import registry, tracks
 
 from . import mutants
-from .cli import Parser
+from .cli import Parser, run_main
 
 
 def _item(name: str, course: str):
@@ -92,4 +91,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -38,6 +38,7 @@ from .cli import (
     prepare_out_dir,
     resolve_device,
     set_threads,
+    run_main,
 )
 from .tasks import ReverseTask, TextTask, batch_generator, masked_loss, task_from_dict
 from .train_outputs import evaluate, write_figures, write_samples
@@ -348,4 +349,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -13,17 +13,15 @@ profile's) default rubric, the graded tests, those with a twin, and their points
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
-import sys
 
 import pytest
 
 from transformer_spec import layout, profiles
 from transformer_spec.contract import registry, tracks
 from transformer_spec.scoring import rubric
-from .cli import Parser
+from .cli import Parser, run_main
 
 
 def collected(track: str, course: str) -> dict[str, str]:
@@ -85,4 +83,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -1,7 +1,6 @@
 """``python -m tools.grade ...`` and ``python -m tools.grade merge ...``: see :mod:`tools.grade.cli`."""
 
-import sys
-
+from ..cli import run_main
 from .cli import main
 
-sys.exit(main())
+run_main(main)
