@@ -17,7 +17,7 @@ from transformer_spec.grader.single import grade_single
 from transformer_spec.grader.text import one_line
 from transformer_spec.results.results_file import component_rows, format_points, table_lines
 
-from ..cli import Parser, ToolError, check_target, prepare_out_dir
+from ..cli import Parser, ToolError, check_target
 from ..grading_options import add_settings_arguments, sandbox_line, settings_arguments, settings_of
 
 
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv[:1] == ["merge"]:
             args = build_merge_parser().parse_args(argv[1:])
-            prepare_out_dir(args.out)
+            check_target(args.out, "--out", folder=True)
             records = merge(args.outs, args.out)
             print(f"merged {len(records)} students into {one_line(str(args.out / 'gradebook.csv'))}")
             return 0
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"{argv[0]}: no such folder; did you mean the subcommand {close[0]!r}?")
         args = parser.parse_args(argv)
         settings = settings_of(args)
-        prepare_out_dir(args.out)
+        check_target(args.out, "--out", folder=True)  # nothing written before the grading starts
         start = time.monotonic()
         if args.slurm:
             records = _on_slurm(args, settings)
