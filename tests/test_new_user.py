@@ -239,3 +239,11 @@ def test_the_untouched_starter_kit_is_not_implemented_yet_in_the_gradebook(capsy
     assert code == 0
     assert ("my_transformer: ok, 0 / 28 (not implemented yet (raises NotImplementedError): "
             "scaled_dot_product_attention, MultiHeadAttention)") in lines, lines
+
+
+def test_a_class_folder_that_is_a_file(capsys, tmp_path, a_file):
+    code, lines = answer(capsys, grade_cli.main, [str(a_file), "--out", str(tmp_path / "out"), "--no-progress"])
+    assert code == 2
+    assert lines == [f"python -m tools.grade: error: {a_file} is a file: give the class folder, one .py file, notebook or "
+                     "folder per student (one submission: python -m tools.grade single SUBMISSION --results-json FILE)"]
+    assert not (tmp_path / "out").exists()

@@ -146,7 +146,9 @@ def discover(submissions: Path, adapter: str | None = None, casefold: bool = Fal
     (``casefold``: also when they differ in case only, for an output disk that ignores case).
     ``adapter``: see :func:`_entry`; ``only``: that one entry of the folder (``tools.grade single``)."""
     if not submissions.is_dir():
-        raise GradeError(f"{submissions} is not a folder of submissions")
+        what = "is a file" if submissions.exists() else "does not exist"
+        raise GradeError(f"{submissions} {what}: give the class folder, one .py file, notebook or folder per student "
+                         "(one submission: python -m tools.grade single SUBMISSION --results-json FILE)")
     paths = [only] if only is not None else [p for p in sorted(submissions.iterdir()) if not ignored(p)]
     return _unique([_entry(p, adapter) for p in paths], paths, casefold)
 
