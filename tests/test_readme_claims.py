@@ -34,6 +34,9 @@ CLAIMS = [
      "tests/test_new_user.py::test_other_tracks_tests_are_counted_with_the_option_that_runs_them"),
     ("Both print points per component and write `results.json`",
      "tests/test_new_user.py::test_single_prints_the_component_table"),
+    ("`python -m tools.mutants` grades every mistake and prints the kill matrix (mistake × component)",
+     "tests/test_pitfalls.py::test_kill_matrix_verdicts"),  # and .ci/run's three matrix stages, which print it
+    ("`python -m tools.bench` prints ratios", "tests/test_bench.py::test_main_prints_a_table"),
 ]
 
 
