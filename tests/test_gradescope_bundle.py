@@ -196,7 +196,7 @@ def test_setup_sh_installs_bubblewrap_and_the_pinned_versions(bundle):
     with zipfile.ZipFile(bundle) as zf:
         setup = zf.read("setup.sh").decode()
         script = zf.read("run_autograder").decode()
-    installs = [ln for ln in setup.splitlines() if ln.startswith("apt-get install")]
+    installs = [ln.strip() for ln in setup.splitlines() if ln.strip().startswith("apt-get install")]
     assert installs and "bubblewrap" in installs[0].split() and "python3-venv" in installs[0].split()
     assert f'pip install -c constraints.txt "torch=={pinned_torch()}"' in setup
     assert 'pip install -c constraints.txt -e ".[dev]"' in setup
