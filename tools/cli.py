@@ -10,8 +10,12 @@ import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from transformer_spec.submission import loader
+
+if TYPE_CHECKING:
+    import torch
 
 
 class ToolError(Exception):
@@ -69,8 +73,8 @@ class Parser(argparse.ArgumentParser):
             longer = sorted(o for o in known if o.startswith(name))
             if len(longer) == 1:
                 return f"unknown option {name} (options are not abbreviated): write {longer[0]}"
-            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-            return f"unknown option {name}" + (f"; did you mean {close[0]}?" if close else "")
+            close = closest(name, known)
+            return f"unknown option {name}" + (f"; did you mean {close}?" if close else "")
         return ""
 
     def closest_choice(self) -> str:
@@ -80,10 +84,16 @@ class Parser(argparse.ArgumentParser):
             for token in self._given:
                 if token.startswith("-") or token in choices:
                     continue
-                close = difflib.get_close_matches(token, choices, n=1, cutoff=0.6)
+                close = closest(token, choices)
                 if close:
-                    return f"; did you mean {close[0]!r}?"
+                    return f"; did you mean {close!r}?"
         return ""
+
+
+def closest(word: str, choices) -> str | None:
+    """The valid word ``word`` most likely misspells (difflib's ratio of at least 0.6), or None."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def add_impl_argument(parser: argparse.ArgumentParser) -> None:
@@ -107,7 +117,7 @@ def load_impl(target: str | None, *names: str) -> loader.Submission:
     return impl
 
 
-def resolve_device(name: str, local_rank: int = 0) -> "torch.device":
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     """``auto`` (CUDA if present, else CPU), ``cpu``, ``cuda`` or ``cuda:N``; checked to exist."""
     import torch  # here, not at the top: the tools that only parse arguments do not pay for it
 

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from transformer_spec.grader.single import grade_single
 from transformer_spec.grader.text import one_line
 from transformer_spec.results.results_file import component_rows, format_points, table_lines
 
-from ..cli import Parser, ToolError, check_target
+from ..cli import Parser, ToolError, check_target, closest
 from ..grading_options import add_settings_arguments, sandbox_line, settings_arguments, settings_of
 
 
@@ -112,9 +111,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         parser = build_parser()
         if argv and not argv[0].startswith("-") and not Path(argv[0]).exists():
-            close = difflib.get_close_matches(argv[0], SUBCOMMANDS, n=1, cutoff=0.6)
+            close = closest(argv[0], SUBCOMMANDS)
             if close:  # a misspelt subcommand, not a class folder
-                parser.error(f"{argv[0]}: no such folder; did you mean the subcommand {close[0]!r}?")
+                parser.error(f"{argv[0]}: no such folder; did you mean the subcommand {close!r}?")
         args = parser.parse_args(argv)
         settings = settings_of(args)
         check_target(args.out, "--out", folder=True)  # nothing written before the grading starts

@@ -268,10 +268,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     exc = None
     if call.excinfo is not None and not call.excinfo.errisinstance(pytest.skip.Exception):
         exc = failures.leaf_exception(call.excinfo.value)
-        if isinstance(exc, NotImplementedError) and failures.submission_frame(exc, paths) is not None:
+        tb = failures.submission_frame(exc, paths) if isinstance(exc, NotImplementedError) else None
+        if tb is not None:
             report.longrepr = failures.describe_not_implemented(exc, paths)
             if report.failed:
-                tb = failures.submission_frame(exc, paths)
                 code = tb.tb_frame.f_code
                 name = failures.contract_name_of(getattr(code, "co_qualname", code.co_name)) or code.co_name
                 run.stub_where.setdefault(name, failures.where(tb))

@@ -189,9 +189,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     shares a track's points among its own tests only, so a classic submission is never charged for
     a modern test (and the other way round)."""
     chosen = track(config)
-    keep = [i for i in items if tracks.keeps(chosen, _component(i), _narrowed(i))]
-    if len(keep) != len(items):  # pytest's own lines count them ("183 deselected"); the summary says why
-        others = [i for i in items if i not in set(keep)]
+    keep, others = [], []
+    for item in items:
+        (keep if tracks.keeps(chosen, _component(item), _narrowed(item)) else others).append(item)
+    if others:  # pytest's own lines count them ("183 deselected"); the summary says why
         config.hook.pytest_deselected(items=others)
         config.stash[_OTHER_TRACKS] = len(others)
     left_out: dict[str, int] = {}
